@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs every Debian package the project needs, and the Ganesha 4.3 source
+# headers the FSAL builds against. Idempotent: a second run installs nothing
+# new and re-runs `apt-get update` only if a package is missing.
+set -euo pipefail
+
+PKGS=(
+  # build
+  build-essential cmake ninja-build pkg-config git
+  clang libclang-rt-14-dev llvm
+  # applier / pool
+  libpmem-dev liburcu-dev
+  # libcatcher test program (io_uring and libaio styles)
+  liburing-dev libaio-dev
+  # FSAL build against Debian's Ganesha
+  nfs-ganesha nfs-ganesha-vfs libntirpc-dev libkrb5-dev libdbus-1-dev bison flex dpkg-dev
+  rpcbind
+  # ppl-mount
+  libnfs-dev libfuse3-dev fuse3
+  # the database, its oracle, the load
+  mariadb-server mariadb-client mariadb-backup sysbench
+  # tests
+  python3 python3-pytest iproute2 procps psmisc
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup.sh: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # Debian's mariadb-server postinst tries to start a system server; the
+  # project never uses it, so keep package scripts from starting services.
+  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+  chmod +x /usr/sbin/policy-rc.d
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup.sh: all packages present"
+fi
+
+here=$(cd "$(dirname "$0")" && pwd)
+"$here/fetch-ganesha-src.sh"
