@@ -70,19 +70,20 @@ struct ppl_page_replay {
 	struct ppl_page_ref pg;
 	struct ppl_apply_cursor cur;
 	uint64_t page_lsn;    /* LSN the page had before replay; 0 if initialized by the log */
+	uint64_t init_lsn;
 	uint64_t start_lsn;   /* first applied mtr since the page was last freed; 0 = none */
 	uint64_t end_lsn;     /* end LSN of the last mtr seen */
 	unsigned applied;     /* mtrs applied */
 	unsigned skipped;     /* mtrs skipped by the LSN rule */
 };
 
-/* `from_log_init`: the log holds an INIT_PAGE/FREE_PAGE for this page at or
- * after the replay's start, so the page is not read and its stored LSN is not
- * trusted (recv_init in InnoDB). `init_lsn` is that record's mtr start LSN. */
-void ppl_replay_begin(struct ppl_page_replay *r, const struct ppl_page_ref *pg, bool from_log_init);
-enum ppl_apply_status ppl_replay_mtr(struct ppl_page_replay *r, uint64_t init_lsn, uint64_t mtr_start_lsn,
-				     uint64_t mtr_end_lsn, const uint8_t *recs, size_t len,
-				     struct ppl_apply_error *err);
+/* init_lsn: start LSN of the last INIT_PAGE/FREE_PAGE the log holds for
+ * this page (0 if none). Then the page's stored contents and LSN are not
+ * trusted and mtrs before init_lsn are skipped (recv_init in InnoDB);
+ * otherwise mtrs that started before the page's LSN are skipped. */
+void ppl_replay_begin(struct ppl_page_replay *r, const struct ppl_page_ref *pg, uint64_t init_lsn);
+enum ppl_apply_status ppl_replay_mtr(struct ppl_page_replay *r, uint64_t mtr_start_lsn, uint64_t mtr_end_lsn,
+				     const uint8_t *recs, size_t len, struct ppl_apply_error *err);
 /* Stamps LSN and checksum if anything was applied; returns whether the page
  * must be written (false: unchanged, or left freed). */
 bool ppl_replay_finish(struct ppl_page_replay *r);

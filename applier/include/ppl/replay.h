@@ -1,0 +1,35 @@
+/* Recovery without a server: apply a datadir's redo log, from its latest
+ * checkpoint, to its data files (in place). The engine behind ppl-replay. */
+#ifndef PPL_REPLAY_H
+#define PPL_REPLAY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ppl/redo.h"
+
+struct ppl_replay_opts {
+	const char *datadir;      /* data files are found (and written) here */
+	const char *logfile;      /* default: <datadir>/ib_logfile0 */
+	uint64_t start_lsn;       /* 0 = the log's checkpoint */
+	bool dry_run;             /* parse and apply in memory, write nothing */
+	FILE *verbose;            /* per-file / per-space notes, or NULL */
+};
+
+struct ppl_replay_result {
+	uint64_t start_lsn, end_lsn;
+	uint64_t log_bytes, mtrs, records;
+	uint64_t rec_by_type[16];           /* index: first byte >> 4 of PAGE records (0..7) */
+	uint64_t rec_by_ext[PPL_EXT_COUNT];
+	uint64_t file_recs[5];              /* CREATE, DELETE, RENAME, MODIFY, CHECKPOINT */
+	uint64_t pages_touched, pages_written, pages_skipped_freed, mtrs_skipped_lsn;
+	uint64_t spaces, files_created, files_deleted, files_extended;
+	double parse_s, apply_s, total_s;
+	char error[512];
+};
+
+/* Returns 0 on success; otherwise -1 and res->error says what and where. */
+int ppl_replay_datadir(const struct ppl_replay_opts *o, struct ppl_replay_result *res);
+
+#endif

@@ -1,0 +1,397 @@
+/* The incremental redo reader: turns log writes (file offset + bytes, in
+ * the order the server issued them, tail-block rewrites included) into
+ * verified mini-transactions in LSN order.
+ *
+ * It keeps a window of log bytes in LSN space starting at the parse point.
+ * A write is placed by its distance from the parse point's file offset in
+ * the circular area; a write that starts behind the parse point (the
+ * rewrite of the partial tail block) contributes only its bytes ahead of
+ * it. Parsing stops at the first thing that is not a whole valid
+ * mini-transaction; such a stall is normal at the end of what has been
+ * written, and becomes an error only when the server has evidently written
+ * valid log beyond it (more than one padded write block, or a checkpoint
+ * past it). Nothing past a stall is ever emitted. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ppl/redo.h"
+
+struct pending {
+	uint64_t lsn;
+	size_t len;
+	struct pending *next;
+	uint8_t data[];
+};
+
+struct ppl_redo_reader {
+	const struct ppl_redo_dialect *d;
+	struct ppl_redo_sink sink;
+	uint64_t file_size, capacity;
+	size_t slack;
+
+	uint8_t hdrbuf[512];
+	size_t hdr_fill;
+	bool have_hdr;
+	struct ppl_log_header hdr;
+
+	uint8_t ckbuf[2][64];
+	size_t ck_fill[2];
+	bool have_ck;
+	struct ppl_checkpoint ck;
+
+	bool started;
+	uint64_t lsn;           /* LSN of buf[0] = next mtr start */
+	uint8_t *buf;
+	size_t fill, alloc;
+	struct pending *pend;   /* sorted by lsn */
+
+	enum ppl_frame stall;
+	enum ppl_redo_state state;
+	char err[512];
+	struct ppl_redo_stats st;
+};
+
+struct ppl_redo_reader *ppl_redo_reader_new(const struct ppl_redo_dialect *d, uint64_t file_size,
+					    size_t tail_slack, const struct ppl_redo_sink *sink)
+{
+	if (file_size <= d->area_start)
+		return NULL;
+	struct ppl_redo_reader *r = calloc(1, sizeof *r);
+	if (!r)
+		return NULL;
+	r->d = d;
+	r->sink = *sink;
+	r->file_size = file_size;
+	r->capacity = file_size - d->area_start;
+	r->slack = tail_slack ? tail_slack : 4096;
+	/* PPL_REDO_FILE_IMAGE keeps SIZE_MAX: no amount of bytes is evidence. */
+	r->stall = PPL_FRAME_MORE;
+	return r;
+}
+
+static void drop_pending(struct ppl_redo_reader *r)
+{
+	while (r->pend) {
+		struct pending *p = r->pend;
+		r->pend = p->next;
+		free(p);
+	}
+}
+
+void ppl_redo_reader_free(struct ppl_redo_reader *r)
+{
+	if (!r)
+		return;
+	drop_pending(r);
+	free(r->buf);
+	free(r);
+}
+
+uint64_t ppl_redo_offset_of(const struct ppl_redo_reader *r, uint64_t lsn)
+{
+	return r->d->area_start + (lsn - r->hdr.first_lsn) % r->capacity;
+}
+
+static int corrupt(struct ppl_redo_reader *r, const char *why)
+{
+	r->state = PPL_REDO_CORRUPT;
+	snprintf(r->err, sizeof r->err,
+		 "redo log damaged at LSN %llu (file offset %llu): %s; nothing after this LSN is applied. "
+		 "Check the log device and the client's writes; pages newer than this LSN must come from full page writes",
+		 (unsigned long long)r->lsn, (unsigned long long)ppl_redo_offset_of(r, r->lsn), why);
+	return -1;
+}
+
+static const char *stall_name(enum ppl_frame f)
+{
+	switch (f) {
+	case PPL_FRAME_END: return "end marker";
+	case PPL_FRAME_SEQ: return "sequence bit of an older pass";
+	case PPL_FRAME_CRC: return "mini-transaction CRC-32C mismatch";
+	case PPL_FRAME_BAD: return "bytes that are not a mini-transaction";
+	default: return "incomplete mini-transaction";
+	}
+}
+
+/* A stall is a damage report when the server has written valid log past it. */
+static int judge_stall(struct ppl_redo_reader *r)
+{
+	if (r->stall == PPL_FRAME_MORE || r->stall == PPL_FRAME_OK)
+		return 0;
+	char why[200];
+	if (r->slack != PPL_REDO_FILE_IMAGE && r->fill > r->slack) {
+		snprintf(why, sizeof why, "%s, with %zu bytes written beyond it", stall_name(r->stall), r->fill);
+		return corrupt(r, why);
+	}
+	if (r->have_ck && r->ck.end_lsn > r->lsn) {
+		snprintf(why, sizeof why, "%s, before the checkpoint written at LSN %llu", stall_name(r->stall),
+			 (unsigned long long)r->ck.end_lsn);
+		return corrupt(r, why);
+	}
+	return 0;
+}
+
+static int parse(struct ppl_redo_reader *r)
+{
+	if (r->state == PPL_REDO_CORRUPT)
+		return -1;
+	size_t pos = 0;
+	int ret = 0;
+	for (;;) {
+		size_t total, rl;
+		enum ppl_frame f = r->d->frame(r->buf + pos, r->fill - pos, r->lsn, r->hdr.first_lsn, r->capacity,
+					       &total, &rl);
+		r->stall = f;
+		if (f != PPL_FRAME_OK)
+			break;
+		struct ppl_mtr m = {r->lsn, r->lsn + total, r->buf + pos, rl};
+		if (r->sink.on_mtr && (ret = r->sink.on_mtr(r->sink.arg, &m)) != 0)
+			break;
+		r->st.mtrs++;
+		r->st.rec_bytes += rl;
+		pos += total;
+		r->lsn += total;
+	}
+	if (pos) {
+		memmove(r->buf, r->buf + pos, r->fill - pos);
+		r->fill -= pos;
+	}
+	if (ret)
+		return ret;
+	return judge_stall(r);
+}
+
+static int reserve(struct ppl_redo_reader *r, size_t need)
+{
+	if (need <= r->alloc)
+		return 0;
+	size_t n = r->alloc ? r->alloc : 1 << 20;
+	while (n < need)
+		n *= 2;
+	uint8_t *b = realloc(r->buf, n);
+	if (!b)
+		return -1;
+	r->buf = b;
+	r->alloc = n;
+	return 0;
+}
+
+/* Copies bytes for [lsn, lsn+len) into the window if they touch its
+ * contiguous part; returns 1 if placed, 0 if they lie beyond a gap. */
+static int place(struct ppl_redo_reader *r, uint64_t lsn, const uint8_t *p, size_t len)
+{
+	if (lsn + len <= r->lsn)
+		return 1;
+	if (lsn < r->lsn) {
+		p += r->lsn - lsn;
+		len -= r->lsn - lsn;
+		lsn = r->lsn;
+	}
+	size_t at = (size_t)(lsn - r->lsn);
+	if (at > r->fill)
+		return 0;
+	if (at < r->fill)
+		r->st.rewrites++;
+	if (reserve(r, at + len))
+		return -1;
+	memcpy(r->buf + at, p, len);
+	if (at + len > r->fill)
+		r->fill = at + len;
+	return 1;
+}
+
+static int add_pending(struct ppl_redo_reader *r, uint64_t lsn, const uint8_t *p, size_t len)
+{
+	struct pending *n = malloc(sizeof *n + len);
+	if (!n)
+		return -1;
+	n->lsn = lsn;
+	n->len = len;
+	memcpy(n->data, p, len);
+	struct pending **pp = &r->pend;
+	while (*pp && (*pp)->lsn <= lsn)
+		pp = &(*pp)->next;
+	n->next = *pp;
+	*pp = n;
+	return 0;
+}
+
+static int merge_pending(struct ppl_redo_reader *r)
+{
+	struct pending **pp = &r->pend;
+	while (*pp) {
+		struct pending *p = *pp;
+		int k = place(r, p->lsn, p->data, p->len);
+		if (k < 0)
+			return -1;
+		if (k) {
+			*pp = p->next;
+			free(p);
+			pp = &r->pend; /* the window grew: earlier ones may fit now */
+		} else {
+			pp = &p->next;
+		}
+	}
+	return 0;
+}
+
+static int feed_area(struct ppl_redo_reader *r, uint64_t off, const uint8_t *p, size_t len)
+{
+	if (!r->started) {
+		r->st.ignored_old_bytes += len;
+		return 0;
+	}
+	uint64_t cur = ppl_redo_offset_of(r, r->lsn);
+	uint64_t delta = (off + r->capacity - cur) % r->capacity;
+	if (delta >= r->capacity / 2) {
+		/* Starts behind the parse point: a rewrite of the tail block. */
+		uint64_t back = r->capacity - delta;
+		if (len <= back) {
+			r->st.ignored_old_bytes += len;
+			return 0;
+		}
+		r->st.ignored_old_bytes += back;
+		p += back;
+		len -= (size_t)back;
+		delta = 0;
+	}
+	uint64_t lsn = r->lsn + delta;
+	int k = place(r, lsn, p, len);
+	if (k < 0)
+		return -1;
+	if (!k)
+		return add_pending(r, lsn, p, len);
+	return merge_pending(r);
+}
+
+static void feed_header(struct ppl_redo_reader *r, uint64_t off, const uint8_t *p, size_t len)
+{
+	size_t end = (size_t)(off + len > 512 ? 512 : off + len);
+	memcpy(r->hdrbuf + off, p, end - off);
+	if (off <= r->hdr_fill && end > r->hdr_fill)
+		r->hdr_fill = end;
+	if (r->hdr_fill < 512)
+		return;
+	r->st.header_writes++;
+	struct ppl_log_header h;
+	char err[256];
+	if (r->d->parse_header(r->hdrbuf, &h, err, sizeof err)) {
+		r->state = PPL_REDO_CORRUPT;
+		snprintf(r->err, sizeof r->err, "%s", err);
+		return;
+	}
+	bool fresh = !r->have_hdr || h.first_lsn != r->hdr.first_lsn || h.format != r->hdr.format;
+	r->hdr = h;
+	r->have_hdr = true;
+	if (fresh) {
+		/* A new log: records start at its first LSN. */
+		r->have_ck = false;
+		r->started = true;
+		r->lsn = h.first_lsn;
+		r->fill = 0;
+		r->stall = PPL_FRAME_MORE;
+		if (r->state != PPL_REDO_CORRUPT)
+			r->state = PPL_REDO_WAITING;
+		drop_pending(r);
+		if (r->sink.on_header)
+			r->sink.on_header(r->sink.arg, &h);
+	}
+}
+
+static void feed_checkpoint(struct ppl_redo_reader *r, int slot, uint64_t off, const uint8_t *p, size_t len)
+{
+	size_t sz = r->d->checkpoint_size;
+	size_t end = (size_t)(off + len > sz ? sz : off + len);
+	memcpy(r->ckbuf[slot] + off, p, end - off);
+	if (off <= r->ck_fill[slot] && end > r->ck_fill[slot])
+		r->ck_fill[slot] = end;
+	if (r->ck_fill[slot] < sz || !r->have_hdr)
+		return;
+	r->st.checkpoint_writes++;
+	struct ppl_checkpoint c;
+	if (r->d->parse_checkpoint(r->ckbuf[slot], &r->hdr, &c))
+		return; /* recovery ignores an invalid block and uses the other one */
+	c.slot = slot;
+	if (!r->have_ck || c.lsn >= r->ck.lsn) {
+		r->ck = c;
+		r->have_ck = true;
+		if (r->sink.on_checkpoint)
+			r->sink.on_checkpoint(r->sink.arg, &c);
+	}
+}
+
+int ppl_redo_feed(struct ppl_redo_reader *r, uint64_t off, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+	r->st.bytes_fed += len;
+	while (len) {
+		size_t n;
+		if (off < r->d->area_start) {
+			n = (size_t)(r->d->area_start - off < len ? r->d->area_start - off : len);
+			if (off < r->d->header_size)
+				feed_header(r, off, p, n);
+			for (int s = 0; s < 2; s++) {
+				uint64_t lo = r->d->checkpoint_off[s], hi = lo + r->d->checkpoint_size;
+				if (off < hi && off + n > lo) {
+					uint64_t a = off > lo ? off : lo;
+					feed_checkpoint(r, s, a - lo, p + (a - off),
+							(size_t)((off + n < hi ? off + n : hi) - a));
+				}
+			}
+		} else if (off < r->file_size) {
+			/* A single write never crosses the end of the file, but
+			 * a caller's chunk might: split it. */
+			n = (size_t)(r->file_size - off < len ? r->file_size - off : len);
+			if (feed_area(r, off, p, n))
+				return corrupt(r, "out of memory buffering the log");
+		} else {
+			n = len; /* beyond the file size: not log */
+		}
+		off += n;
+		p += n;
+		len -= n;
+		if (off == r->file_size)
+			off = r->d->area_start;
+	}
+	if (r->state == PPL_REDO_CORRUPT)
+		return -1;
+	if (!r->started)
+		return 0;
+	return parse(r);
+}
+
+int ppl_redo_start_at(struct ppl_redo_reader *r, uint64_t lsn)
+{
+	if (!r->have_hdr || lsn < r->hdr.first_lsn)
+		return -1;
+	r->started = true;
+	r->lsn = lsn;
+	r->fill = 0;
+	r->stall = PPL_FRAME_MORE;
+	drop_pending(r);
+	return 0;
+}
+
+int ppl_redo_finish(struct ppl_redo_reader *r)
+{
+	if (r->state == PPL_REDO_CORRUPT)
+		return -1;
+	if (r->stall != PPL_FRAME_MORE && r->stall != PPL_FRAME_OK && r->have_ck && r->ck.end_lsn > r->lsn)
+		return judge_stall(r);
+	if (r->stall == PPL_FRAME_MORE && r->fill) {
+		/* Bytes of an mtr whose end never arrived: harmless at the end
+		 * of a log, but damage if a checkpoint lies beyond. */
+		if (r->have_ck && r->ck.end_lsn > r->lsn)
+			return corrupt(r, "mini-transaction cut short before the last checkpoint");
+	}
+	return 0;
+}
+
+uint64_t ppl_redo_lsn(const struct ppl_redo_reader *r) { return r->lsn; }
+const struct ppl_log_header *ppl_redo_header(const struct ppl_redo_reader *r) { return r->have_hdr ? &r->hdr : NULL; }
+const struct ppl_checkpoint *ppl_redo_checkpoint(const struct ppl_redo_reader *r) { return r->have_ck ? &r->ck : NULL; }
+enum ppl_redo_state ppl_redo_state(const struct ppl_redo_reader *r) { return r->state; }
+const char *ppl_redo_error(const struct ppl_redo_reader *r) { return r->err; }
+enum ppl_frame ppl_redo_stall(const struct ppl_redo_reader *r) { return r->stall; }
+const struct ppl_redo_stats *ppl_redo_stats(const struct ppl_redo_reader *r) { return &r->st; }
