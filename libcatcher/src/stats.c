@@ -1,0 +1,273 @@
+/* Counters per file class, and their two outputs: a JSON file written at
+ * exit and whenever LIBCATCHER_STATS_SIGNAL (default SIGUSR2, which MariaDB
+ * does not use) arrives, and an optional log line every
+ * LIBCATCHER_LOG_INTERVAL seconds, emitted by whichever thread writes
+ * first after the interval (no thread of our own in the host).
+ * The dump only uses async-signal-safe calls: it runs in the handler. */
+#include "catcher.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ppl/elision_proto.h"
+
+struct cstats {
+	uint64_t writes, bytes, pages, elided, bytes_not_sent, errors;
+	uint64_t refused[R_COUNT];
+};
+
+static struct cstats stats[CLASS_COUNT];
+static int dumping;
+static uint64_t next_tick_ns;
+
+#define ADD(x, v) __atomic_fetch_add(&(x), (v), __ATOMIC_RELAXED)
+#define GET(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+
+const char *catcher_reason_name(unsigned r)
+{
+	static const char *const nack[PPL_ELIDE_REASON_COUNT] = {
+		"ack", "nack_unknown_file", "nack_unknown_page", "nack_lsn_behind", "nack_lsn_ahead",
+		"nack_checksum", "nack_not_durable", "nack_disabled", "nack_busy", "nack_page_size",
+		"nack_unsupported", "nack_internal", "nack_other",
+	};
+	static const char *const local[R_COUNT - R_UNALIGNED] = {
+		"unaligned", "page_size_unknown", "unsupported_format", "page_id_mismatch", "lsn_zero",
+		"bad_checksum", "passthrough", "unavailable", "timeout", "connection_lost", "protocol_error",
+		"pool_busy", "unsupported_op", "async_mixed", "no_devnull",
+	};
+	if (r < PPL_ELIDE_REASON_COUNT)
+		return nack[r];
+	if (r >= R_UNALIGNED && r < R_COUNT)
+		return local[r - R_UNALIGNED];
+	return "unknown";
+}
+
+void catcher_count_write(unsigned cls, size_t bytes)
+{
+	ADD(stats[cls].writes, 1);
+	ADD(stats[cls].bytes, bytes);
+}
+
+void catcher_count_error(unsigned cls)
+{
+	ADD(stats[cls].errors, 1);
+}
+
+void catcher_count_plan(const struct catcher_plan *p, bool async, bool async_elided, size_t sync_done)
+{
+	struct cstats *c = &stats[p->f.cls];
+	catcher_count_write(p->f.cls, p->len);
+	if (!CLASS_IS_PAGE(p->f.cls))
+		return;
+	if (p->reason) {
+		ADD(c->pages, p->npages);
+		ADD(c->refused[p->reason], p->npages ? p->npages : 1);
+		return;
+	}
+	uint64_t pages = 0, elided = 0;
+	for (size_t i = 0; i < p->npages; i++) {
+		unsigned v = p->q[i].verdict;
+		if (!async && i * p->ps >= sync_done)
+			break; /* not done: the caller sees a short write and retries */
+		pages++;
+		if (async ? async_elided : v == 0)
+			elided++;
+		else
+			ADD(c->refused[v == 0 ? R_ASYNC_MIXED : v], 1);
+	}
+	ADD(c->pages, pages);
+	if (elided) {
+		ADD(c->elided, elided);
+		ADD(c->bytes_not_sent, elided * p->ps);
+	}
+}
+
+/* ---- output ---- */
+
+struct out {
+	int fd;
+	char buf[1024];
+	size_t pos;
+};
+
+static void flush_out(struct out *o)
+{
+	size_t off = 0;
+	while (off < o->pos) {
+		ssize_t w = syscall(SYS_write, o->fd, o->buf + off, o->pos - off);
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+	o->pos = 0;
+}
+
+static void put(struct out *o, const char *s)
+{
+	while (*s) {
+		if (o->pos == sizeof o->buf)
+			flush_out(o);
+		o->buf[o->pos++] = *s++;
+	}
+}
+
+static void put_u64(struct out *o, uint64_t v)
+{
+	char tmp[24];
+	size_t n = 0;
+	catcher_fmt_u64(tmp, sizeof tmp, &n, v);
+	tmp[n] = 0;
+	put(o, tmp);
+}
+
+static void put_kv(struct out *o, const char *k, uint64_t v, bool comma)
+{
+	put(o, "\"");
+	put(o, k);
+	put(o, "\": ");
+	put_u64(o, v);
+	if (comma)
+		put(o, ", ");
+}
+
+static void sum_into(struct cstats *t, const struct cstats *c)
+{
+	t->writes += GET(c->writes);
+	t->bytes += GET(c->bytes);
+	t->pages += GET(c->pages);
+	t->elided += GET(c->elided);
+	t->bytes_not_sent += GET(c->bytes_not_sent);
+	t->errors += GET(c->errors);
+	for (unsigned r = 0; r < R_COUNT; r++)
+		t->refused[r] += GET(c->refused[r]);
+}
+
+static void put_class(struct out *o, const struct cstats *c)
+{
+	struct cstats s = {0};
+	sum_into(&s, c);
+	uint64_t refused = 0;
+	for (unsigned r = 0; r < R_COUNT; r++)
+		refused += s.refused[r];
+	put(o, "{");
+	put_kv(o, "writes", s.writes, true);
+	put_kv(o, "bytes", s.bytes, true);
+	put_kv(o, "pages", s.pages, true);
+	put_kv(o, "elided", s.elided, true);
+	put_kv(o, "bytes_not_sent", s.bytes_not_sent, true);
+	put_kv(o, "errors", s.errors, true);
+	put_kv(o, "refused_total", refused, true);
+	put(o, "\"refused\": {");
+	bool first = true;
+	for (unsigned r = 0; r < R_COUNT; r++) {
+		if (!s.refused[r])
+			continue;
+		if (!first)
+			put(o, ", ");
+		first = false;
+		put_kv(o, catcher_reason_name(r), s.refused[r], false);
+	}
+	put(o, "}}");
+}
+
+void catcher_stats_dump(void)
+{
+	if (!catcher_cfg.stats_file[0] || __atomic_exchange_n(&dumping, 1, __ATOMIC_ACQUIRE))
+		return;
+	int saved = errno;
+	char tmp[sizeof catcher_cfg.stats_file + 8];
+	size_t n = 0;
+	catcher_fmt_str(tmp, sizeof tmp, &n, catcher_cfg.stats_file);
+	catcher_fmt_str(tmp, sizeof tmp, &n, ".tmp");
+	tmp[n] = 0;
+	struct out o = {.fd = catcher_sys_openat(AT_FDCWD, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
+	if (o.fd >= 0) {
+		static const char *const modes[] = {"off", "passthrough", "elide"};
+		put(&o, "{");
+		put_kv(&o, "pid", (uint64_t)getpid(), true);
+		put(&o, "\"mode\": \"");
+		put(&o, modes[catcher_cfg.mode]);
+		put(&o, "\", \"classes\": {");
+		struct cstats total = {0};
+		for (unsigned c = CLASS_IBD; c < CLASS_COUNT; c++) {
+			put(&o, c == CLASS_IBD ? "\"" : ", \"");
+			put(&o, catcher_class_name(c));
+			put(&o, "\": ");
+			put_class(&o, &stats[c]);
+			sum_into(&total, &stats[c]);
+		}
+		put(&o, "}, \"total\": ");
+		put_class(&o, &total);
+		put(&o, "}\n");
+		flush_out(&o);
+		catcher_sys_close(o.fd);
+		syscall(SYS_rename, tmp, catcher_cfg.stats_file);
+	}
+	__atomic_store_n(&dumping, 0, __ATOMIC_RELEASE);
+	errno = saved;
+}
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	catcher_stats_dump();
+}
+
+void catcher_stats_init(void)
+{
+	int sig = catcher_cfg.stats_signal;
+	if (catcher_cfg.log_interval_s)
+		next_tick_ns = catcher_now_ns() + (uint64_t)catcher_cfg.log_interval_s * 1000000000u;
+	if (!sig || !catcher_cfg.stats_file[0])
+		return;
+	struct sigaction old;
+	if (sigaction(sig, NULL, &old) != 0)
+		return;
+	if (old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO)) {
+		/* Never take a signal the host already handles. */
+		catcher_log("signal %d already has a handler in this process: statistics are written at exit only", sig);
+		return;
+	}
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	sigaction(sig, &sa, NULL);
+}
+
+void catcher_stats_after_fork(void)
+{
+	__atomic_store_n(&dumping, 0, __ATOMIC_RELAXED);
+	memset(stats, 0, sizeof stats); /* the child's own writes from here on */
+	catcher_config_refresh_pid();
+	/* Without %p in the path the child would overwrite the parent's file. */
+	if (!strstr(catcher_cfg.stats_file_pattern, "%p"))
+		catcher_cfg.stats_file[0] = 0;
+}
+
+void catcher_stats_tick(void)
+{
+	if (!catcher_cfg.log_interval_s)
+		return;
+	uint64_t now = catcher_now_ns(), due = GET(next_tick_ns);
+	if (now < due ||
+	    !__atomic_compare_exchange_n(&next_tick_ns, &due, now + (uint64_t)catcher_cfg.log_interval_s * 1000000000u,
+					 false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return;
+	struct cstats t = {0};
+	for (unsigned c = CLASS_IBD; c < CLASS_COUNT; c++)
+		sum_into(&t, &stats[c]);
+	uint64_t refused = 0;
+	for (unsigned r = 0; r < R_COUNT; r++)
+		refused += t.refused[r];
+	catcher_log("writes %llu pages %llu elided %llu refused %llu errors %llu bytes_not_sent %llu",
+		    (unsigned long long)t.writes, (unsigned long long)t.pages, (unsigned long long)t.elided,
+		    (unsigned long long)refused, (unsigned long long)t.errors, (unsigned long long)t.bytes_not_sent);
+}
