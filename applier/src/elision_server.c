@@ -354,6 +354,8 @@ static void *conn_main(void *arg)
 {
 	struct conn *c = arg;
 	serve(c);
+	/* Tell the client now (FIN); the fd itself is closed when joined. */
+	shutdown(c->fd, SHUT_RDWR);
 	pthread_mutex_lock(&c->srv->lock);
 	/* The listener or stop() closes the fd when joining, so a shutdown()
 	 * from stop() never hits a reused descriptor. */

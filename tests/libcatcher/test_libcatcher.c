@@ -1,0 +1,636 @@
+/* libcatcher end to end, without MariaDB: a writer process running with
+ * LD_PRELOAD=libcatcher.so writes InnoDB-shaped pages in each I/O style
+ * (pwrite64, pwritev/pwritev2, io_uring, libaio) while ppl-elision-ref
+ * answers in each scripted way (ACK all, NACK all, ACK a list, time out,
+ * drop the connection, wrong token, no server at all), and in passthrough
+ * and off modes. Afterwards this process (not preloaded) reads the file
+ * back: a page must hold the new image unless the storage node ACKed it,
+ * every call/completion must report the full length, and the stats file
+ * must account for every page.
+ *
+ *   test_libcatcher LIBCATCHER_SO PPL_ELISION_REF   (orchestrator)
+ *   test_libcatcher --writer STYLE DATADIR RESULTS   (under LD_PRELOAD) */
+#include <errno.h>
+#include <fcntl.h>
+#include <libaio.h>
+#include <liburing.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "ppl/crc32c.h"
+#include "ppl/mach.h"
+
+#define PS 16384u
+#define NPAGES 16u
+#define SPACE 5u
+#define TIMEOUT_MS 100
+#define FILL 0xee
+
+/* ---- page images shared by writer and checker ---- */
+
+static bool page_valid(unsigned i)
+{
+	return i != 3 && i != 4 && i != 5;
+}
+
+static void make_page(uint8_t *p, unsigned i, uint64_t lsn)
+{
+	memset(p, (int)(i * 7 + 1), PS);
+	ppl_wr4(p + 4, i == 5 ? 99 : i);           /* page 5 claims to be page 99 */
+	ppl_wr8(p + 16, i == 3 ? 0 : lsn);         /* page 3 was never logged */
+	ppl_wr2(p + 24, 17855);
+	ppl_wr4(p + 34, SPACE);
+	if (i == 0) {
+		ppl_wr4(p + 38, SPACE);
+		ppl_wr4(p + 38 + 16, 0x15); /* full_crc32, 16 KiB */
+	}
+	ppl_wr4(p + PS - 8, i == 3 ? 0 : (uint32_t)lsn);
+	ppl_wr4(p + PS - 4, ppl_crc32c(0, p, PS - 4));
+	if (i == 4)
+		p[100] ^= 1; /* torn after the checksum was computed */
+}
+
+static uint64_t lsn_of(unsigned i)
+{
+	return 1000 + i;
+}
+
+/* ---- writer (runs with libcatcher preloaded) ---- */
+
+static FILE *results;
+static double max_op_ms;
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void result(const char *op, long got, long want)
+{
+	fprintf(results, "%s %ld %ld\n", op, got, want);
+}
+
+static void timed_start(double *t)
+{
+	*t = now_ms();
+}
+
+static void timed_end(double t)
+{
+	double d = now_ms() - t;
+	if (d > max_op_ms)
+		max_op_ms = d;
+}
+
+static uint8_t *images(void)
+{
+	uint8_t *buf = aligned_alloc(4096, (size_t)PS * NPAGES);
+	for (unsigned i = 0; i < NPAGES; i++)
+		make_page(buf + (size_t)i * PS, i, lsn_of(i));
+	return buf;
+}
+
+static void write_sync(int fd, uint8_t *buf, bool vectored)
+{
+	double t;
+	char op[64];
+	for (unsigned i = 0; i < 8; i++) {
+		ssize_t r;
+		errno = 4242;
+		timed_start(&t);
+		if (vectored) {
+			/* the page crosses from one iovec into the next */
+			struct iovec v[2] = {{buf + (size_t)i * PS, 5000}, {buf + (size_t)i * PS + 5000, PS - 5000}};
+			r = pwritev(fd, v, 2, (off_t)i * PS);
+		} else {
+			r = pwrite64(fd, buf + (size_t)i * PS, PS, (off_t)i * PS);
+		}
+		timed_end(t);
+		snprintf(op, sizeof op, "page%u", i);
+		result(op, r, PS);
+		result("errno_kept", errno, 4242);
+	}
+	ssize_t r;
+	timed_start(&t);
+	if (vectored) {
+		struct iovec v[3] = {{buf + 8 * PS, 20000}, {buf + 8 * PS + 20000, 70000},
+				     {buf + 8 * PS + 90000, 8 * PS - 90000}};
+		r = pwritev2(fd, v, 3, 8 * PS, 0);
+	} else {
+		r = pwrite64(fd, buf + 8 * PS, 8 * PS, 8 * PS);
+	}
+	timed_end(t);
+	result("pages8-15", r, 8 * PS);
+}
+
+static void write_uring(int fd, uint8_t *buf)
+{
+	struct io_uring ring;
+	int e = io_uring_queue_init(32, &ring, 0);
+	if (e < 0) {
+		result("io_uring_queue_init", e, 0);
+		return;
+	}
+	struct iovec iov[8];
+	double t;
+	/* pages 0..3: one WRITEV per submit, as MariaDB does */
+	for (unsigned i = 0; i < 4; i++) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+		iov[i] = (struct iovec){buf + (size_t)i * PS, PS};
+		io_uring_prep_writev(sqe, fd, &iov[i], 1, (off_t)i * PS);
+		io_uring_sqe_set_data64(sqe, i);
+		timed_start(&t);
+		result("submit1", io_uring_submit(&ring), 1);
+		timed_end(t);
+	}
+	/* pages 4..7 pending together, then one multi-page WRITE for 8..15 */
+	for (unsigned i = 4; i < 8; i++) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+		iov[i] = (struct iovec){buf + (size_t)i * PS, PS};
+		io_uring_prep_writev(sqe, fd, &iov[i], 1, (off_t)i * PS);
+		io_uring_sqe_set_data64(sqe, i);
+	}
+	timed_start(&t);
+	result("submit4", io_uring_submit(&ring), 4);
+	timed_end(t);
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+	io_uring_prep_write(sqe, fd, buf + 8 * PS, 8 * PS, 8 * PS);
+	io_uring_sqe_set_data64(sqe, 8);
+	timed_start(&t);
+	result("submit_multi", io_uring_submit(&ring), 1);
+	timed_end(t);
+	for (unsigned n = 0; n < 9; n++) {
+		struct io_uring_cqe *cqe;
+		if (io_uring_wait_cqe(&ring, &cqe) != 0) {
+			result("wait_cqe", -1, 0);
+			break;
+		}
+		unsigned id = (unsigned)io_uring_cqe_get_data64(cqe);
+		char op[32];
+		snprintf(op, sizeof op, "cqe%u", id);
+		result(op, cqe->res, id == 8 ? 8 * PS : PS);
+		io_uring_cqe_seen(&ring, cqe);
+	}
+	io_uring_queue_exit(&ring);
+}
+
+static void write_aio(int fd, uint8_t *buf)
+{
+	io_context_t ctx = 0;
+	int e = io_setup(32, &ctx);
+	if (e < 0) {
+		result("io_setup", e, 0);
+		return;
+	}
+	struct iocb cbs[9];
+	struct iocb *ptrs[9];
+	double t;
+	for (unsigned i = 0; i < 9; i++) {
+		size_t len = i == 8 ? 8 * PS : PS;
+		io_prep_pwrite(&cbs[i], fd, buf + (size_t)i * PS, len, (long long)i * PS);
+		cbs[i].data = (void *)(uintptr_t)(i + 1);
+		ptrs[i] = &cbs[i];
+	}
+	for (unsigned i = 0; i < 4; i++) {
+		timed_start(&t);
+		result("io_submit1", io_submit(ctx, 1, &ptrs[i]), 1);
+		timed_end(t);
+	}
+	timed_start(&t);
+	result("io_submit5", io_submit(ctx, 5, &ptrs[4]), 5); /* 4..7 and the multi-page 8..15 */
+	timed_end(t);
+	for (unsigned i = 0; i < 9; i++)
+		result("iocb_fd_restored", cbs[i].aio_fildes, fd);
+	unsigned got = 0;
+	while (got < 9) {
+		struct io_event ev[9];
+		int n = io_getevents(ctx, 1, 9, ev, NULL);
+		if (n < 0 && n != -EINTR) {
+			result("io_getevents", n, 0);
+			break;
+		}
+		for (int k = 0; k < n; k++) {
+			unsigned id = (unsigned)(uintptr_t)ev[k].data - 1;
+			char op[32];
+			snprintf(op, sizeof op, "event%u", id);
+			result(op, (long)ev[k].res, id == 8 ? 8 * PS : PS);
+		}
+		got += n > 0 ? (unsigned)n : 0;
+	}
+	io_destroy(ctx);
+}
+
+static int writer(const char *style, const char *dir, const char *resfile)
+{
+	results = fopen(resfile, "w");
+	if (!results)
+		return 1;
+	char path[4096], path2[4096];
+	uint8_t *buf = images();
+	snprintf(path, sizeof path, "%s/db/t1.ibd", dir);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		result("open", -1, 0);
+		return 1;
+	}
+	if (!strcmp(style, "pwrite"))
+		write_sync(fd, buf, false);
+	else if (!strcmp(style, "pwritev"))
+		write_sync(fd, buf, true);
+	else if (!strcmp(style, "uring"))
+		write_uring(fd, buf);
+	else
+		write_aio(fd, buf);
+
+	/* Renamed to a temporary name while open: the same fd now refers to
+	 * a file that is never elided. Page 7 gets a newer image. */
+	snprintf(path2, sizeof path2, "%s/db/#sql-t1.ibd", dir);
+	result("rename", rename(path, path2), 0);
+	uint8_t *p7 = aligned_alloc(4096, PS);
+	make_page(p7, 7, 5000);
+	result("renamed_write", pwrite64(fd, p7, PS, 7 * PS), PS);
+	result("close", close(fd), 0);
+
+	/* Never elided: the temporary tablespace, and a page file outside
+	 * the data directory. */
+	const char *others[] = {"ibtmp1", "../outside/t9.ibd"};
+	for (unsigned k = 0; k < 2; k++) {
+		snprintf(path, sizeof path, "%s/%s", dir, others[k]);
+		int ofd = open(path, O_RDWR | O_CLOEXEC);
+		result("other_write", ofd >= 0 ? pwrite64(ofd, buf + PS, PS, PS) : -1, PS);
+		if (ofd >= 0)
+			close(ofd);
+	}
+	fprintf(results, "max_op_ms %.0f 0\n", max_op_ms);
+	fclose(results);
+	free(p7);
+	free(buf);
+	return 0;
+}
+
+/* ---- orchestrator ---- */
+
+static const char *lib, *ref_tool, *self;
+static char tmpdir[256];
+
+struct behaviour {
+	const char *name;
+	const char *mode;       /* LIBCATCHER_MODE */
+	const char *ref_mode;   /* NULL: no server at all */
+	bool acks;              /* ACKs valid pages (all, or the list) */
+	bool list;
+	const char *ref_token;  /* the server's token */
+	const char *expect_reason; /* where refused valid pages must be counted, NULL = any */
+};
+
+static const unsigned listed[] = {1, 2, 9, 10, 13};
+
+static bool in_list(unsigned i)
+{
+	for (size_t k = 0; k < sizeof listed / sizeof *listed; k++)
+		if (listed[k] == i)
+			return true;
+	return false;
+}
+
+static void write_file(const char *path, const void *data, size_t len)
+{
+	FILE *f = fopen(path, "w");
+	if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0) {
+		fprintf(stderr, "cannot write %s\n", path);
+		exit(1);
+	}
+}
+
+static void prefill(const char *path, size_t pages)
+{
+	uint8_t *b = malloc((size_t)PS * pages);
+	memset(b, FILL, (size_t)PS * pages);
+	write_file(path, b, (size_t)PS * pages);
+	free(b);
+}
+
+static uint8_t *read_all(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return NULL;
+	uint8_t *b = malloc((size_t)PS * (NPAGES + 1));
+	*len = fread(b, 1, (size_t)PS * (NPAGES + 1), f);
+	fclose(f);
+	return b;
+}
+
+static pid_t spawn(char *const argv[], char *const envp[])
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		execve(argv[0], argv, envp);
+		_exit(127);
+	}
+	return pid;
+}
+
+static pid_t start_ref(const struct behaviour *b, const char *dir, int *port)
+{
+	char portfile[512], pagefile[512], logfile[512];
+	snprintf(portfile, sizeof portfile, "%s/ref.port", dir);
+	snprintf(pagefile, sizeof pagefile, "%s/ref.pages", dir);
+	snprintf(logfile, sizeof logfile, "%s/ref.log", dir);
+	FILE *pf = fopen(pagefile, "w");
+	for (size_t k = 0; k < sizeof listed / sizeof *listed; k++)
+		fprintf(pf, "%u %u\n", SPACE, listed[k]);
+	fclose(pf);
+	char *argv[] = {(char *)ref_tool, "--mode", (char *)b->ref_mode, "--port", "0", "--port-file", portfile,
+			"--pages", pagefile, "--log", logfile, "--delay-ms", "3000", "--token",
+			(char *)b->ref_token, NULL};
+	char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+	pid_t pid = spawn(argv, envp);
+	for (int i = 0; i < 500; i++) {
+		FILE *f = fopen(portfile, "r");
+		if (f) {
+			int ok = fscanf(f, "%d", port);
+			fclose(f);
+			if (ok == 1)
+				return pid;
+		}
+		usleep(10000);
+	}
+	fprintf(stderr, "reference server did not start\n");
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	return -1;
+}
+
+/* A port nothing listens on: bound by the reference server and closed. */
+static int dead_port(const char *dir)
+{
+	struct behaviour b = {.ref_mode = "nack", .ref_token = ""};
+	int port = 0;
+	pid_t pid = start_ref(&b, dir, &port);
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	return port;
+}
+
+static long json_get(const char *json, const char *cls, const char *key)
+{
+	/* Our own stats file: {"classes": {"ibd": {"writes": N, ...}}}. */
+	char pat[64];
+	snprintf(pat, sizeof pat, "\"%s\": {", cls);
+	const char *c = strstr(json, pat);
+	if (!c)
+		return -1;
+	const char *end = strstr(c, "}}");
+	snprintf(pat, sizeof pat, "\"%s\": ", key);
+	const char *k = strstr(c, pat);
+	if (!k || (end && k > end))
+		return 0; /* refused reasons are listed only when nonzero */
+	return atol(k + strlen(pat));
+}
+
+static void run(const char *style, const struct behaviour *b)
+{
+	char dir[512], path[600], res[600], stats[600], env_server[128], env_dir[600], env_stats[700],
+	    env_pre[600], env_mode[64];
+	static int seq;
+	snprintf(dir, sizeof dir, "%s/%d-%s-%s", tmpdir, seq++, style, b->name);
+	snprintf(path, sizeof path, "%s/data", dir);
+	mkdir(dir, 0755);
+	mkdir(path, 0755);
+	snprintf(path, sizeof path, "%s/data/db", dir);
+	mkdir(path, 0755);
+	snprintf(path, sizeof path, "%s/outside", dir);
+	mkdir(path, 0755);
+	snprintf(path, sizeof path, "%s/data/db/t1.ibd", dir);
+	prefill(path, NPAGES);
+	snprintf(path, sizeof path, "%s/data/ibtmp1", dir);
+	prefill(path, 2);
+	snprintf(path, sizeof path, "%s/outside/t9.ibd", dir);
+	prefill(path, 2);
+
+	int port = 0;
+	pid_t ref = -1;
+	if (b->ref_mode) {
+		ref = start_ref(b, dir, &port);
+		CHECK(ref > 0);
+	} else {
+		port = dead_port(dir);
+	}
+	snprintf(res, sizeof res, "%s/results", dir);
+	snprintf(stats, sizeof stats, "%s/stats.json", dir);
+	snprintf(env_server, sizeof env_server, "LIBCATCHER_SERVER=127.0.0.1:%d", port);
+	snprintf(env_dir, sizeof env_dir, "LIBCATCHER_DATADIR=%s/data", dir);
+	snprintf(env_stats, sizeof env_stats, "LIBCATCHER_STATS_FILE=%s", stats);
+	snprintf(env_pre, sizeof env_pre, "LD_PRELOAD=%s", lib);
+	snprintf(env_mode, sizeof env_mode, "LIBCATCHER_MODE=%s", b->mode);
+	char datadir[600];
+	snprintf(datadir, sizeof datadir, "%s/data", dir);
+	char *argv[] = {(char *)self, "--writer", (char *)style, datadir, res, NULL};
+	/* verify_asan_link_order: under PPL_SANITIZE the writer and the
+	 * preloaded library are both instrumented, but the preload comes
+	 * before the ASan runtime in the load order. */
+	char *envp[] = {env_pre, env_server, env_dir, env_stats, env_mode, "LIBCATCHER_TIMEOUT_MS=100",
+			"LIBCATCHER_TOKEN=sesame", "LIBCATCHER_BACKOFF_MS=5",
+			"ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0", NULL};
+	pid_t w = spawn(argv, envp);
+	int status = 0;
+	waitpid(w, &status, 0);
+	if (ref > 0) {
+		kill(ref, SIGTERM);
+		waitpid(ref, NULL, 0);
+	}
+	fprintf(stderr, "--- %s / %s\n", style, b->name);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+	/* every call and completion reported what the application asked for */
+	FILE *rf = fopen(res, "r");
+	CHECK(rf != NULL);
+	char op[64];
+	long got, want;
+	int nres = 0;
+	while (rf && fscanf(rf, "%63s %ld %ld", op, &got, &want) == 3) {
+		nres++;
+		if (!strcmp(op, "max_op_ms")) {
+			/* nothing waits much past LIBCATCHER_TIMEOUT_MS (plus the
+			 * connect, which shares the same deadline) */
+			if (got > TIMEOUT_MS + 400)
+				fprintf(stderr, "an I/O call took %ld ms\n", got);
+			CHECK(got <= TIMEOUT_MS + 400);
+			continue;
+		}
+		if (got != want)
+			fprintf(stderr, "%s: %ld, want %ld\n", op, got, want);
+		CHECK_EQ_U(got, want);
+	}
+	if (rf)
+		fclose(rf);
+	CHECK(nres > 10);
+
+	/* the bytes on disk */
+	bool async = !strcmp(style, "uring") || !strcmp(style, "aio");
+	bool eliding = !strcmp(b->mode, "elide");
+	uint8_t img[PS];
+	size_t len = 0;
+	snprintf(path, sizeof path, "%s/data/db/#sql-t1.ibd", dir);
+	uint8_t *disk = read_all(path, &len);
+	CHECK(disk && len == (size_t)PS * NPAGES);
+	unsigned expect_elided = 0, mixed = 0;
+	bool group_acked = true; /* pages 8..15 went as one async request */
+	for (unsigned i = 8; i < 16; i++)
+		group_acked &= eliding && b->acks && page_valid(i) && (!b->list || in_list(i));
+	for (unsigned i = 0; disk && len == (size_t)PS * NPAGES && i < NPAGES; i++) {
+		bool acked = eliding && b->acks && page_valid(i) && (!b->list || in_list(i));
+		bool elided = acked && !(async && i >= 8 && !group_acked);
+		if (acked && !elided)
+			mixed++;
+		if (i == 7) {
+			make_page(img, 7, 5000); /* rewritten after the rename: always on disk */
+		} else if (elided) {
+			memset(img, FILL, PS);
+		} else {
+			make_page(img, i, lsn_of(i));
+		}
+		expect_elided += elided;
+		if (memcmp(disk + (size_t)i * PS, img, PS) != 0)
+			fprintf(stderr, "page %u: %s on disk\n", i, elided ? "written but should be elided"
+									 : "wrong (a refused page must be written)");
+		CHECK(memcmp(disk + (size_t)i * PS, img, PS) == 0);
+	}
+	free(disk);
+	const char *others[] = {"data/ibtmp1", "outside/t9.ibd"};
+	make_page(img, 1, lsn_of(1));
+	for (unsigned k = 0; k < 2; k++) {
+		snprintf(path, sizeof path, "%s/%s", dir, others[k]);
+		uint8_t *o = read_all(path, &len);
+		CHECK(o && len == 2 * PS && memcmp(o + PS, img, PS) == 0);
+		free(o);
+	}
+
+	/* the stats account for every page */
+	uint8_t *js = NULL;
+	snprintf(path, sizeof path, "%s", stats);
+	FILE *sf = fopen(path, "r");
+	if (!strcmp(b->mode, "off")) {
+		CHECK(sf == NULL); /* off means off: not even a stats file */
+		if (sf)
+			fclose(sf);
+		return;
+	}
+	CHECK(sf != NULL);
+	if (!sf)
+		return;
+	js = calloc(1, 65536);
+	size_t jl = fread(js, 1, 65535, sf);
+	fclose(sf);
+	(void)jl;
+	const char *j = (const char *)js;
+	long writes = json_get(j, "ibd", "writes");
+	CHECK_EQ_U(writes, 9); /* 8 single-page + 1 multi-page request */
+	CHECK_EQ_U(json_get(j, "ibd", "pages"), NPAGES);
+	CHECK_EQ_U(json_get(j, "ibd", "elided"), expect_elided);
+	CHECK_EQ_U(json_get(j, "ibd", "bytes_not_sent"), (unsigned long long)expect_elided * PS);
+	CHECK_EQ_U(json_get(j, "ibd", "refused_total"), NPAGES - expect_elided);
+	CHECK_EQ_U(json_get(j, "ibd", "errors"), 0);
+	if (eliding) {
+		CHECK_EQ_U(json_get(j, "ibd", "lsn_zero"), 1);
+		CHECK_EQ_U(json_get(j, "ibd", "bad_checksum"), 1);
+		CHECK_EQ_U(json_get(j, "ibd", "page_id_mismatch"), 1);
+		CHECK_EQ_U(json_get(j, "ibd", "async_mixed"), mixed);
+	}
+	if (b->expect_reason) {
+		unsigned valid_refused = 13 - expect_elided - mixed;
+		long n = json_get(j, "ibd", b->expect_reason);
+		if (!strcmp(b->expect_reason, "timeout") || !strcmp(b->expect_reason, "connection_lost")) {
+			/* the first failure drops the connection; the pages asked
+			 * during the backoff count as unavailable */
+			long u = json_get(j, "ibd", "unavailable");
+			CHECK(n >= 1);
+			CHECK_EQ_U(n + u, valid_refused);
+		} else {
+			CHECK_EQ_U(n, valid_refused);
+		}
+	}
+	/* the renamed write and ibtmp1: class temp; outside: not tracked */
+	CHECK_EQ_U(json_get(j, "temp", "writes"), 2);
+	CHECK_EQ_U(json_get(j, "temp", "elided"), 0);
+	CHECK_EQ_U(json_get(j, "total", "writes"), 11);
+
+	/* the server saw exactly the pages that passed the local checks */
+	if (b->ref_mode && eliding && b->acks) {
+		snprintf(path, sizeof path, "%s/ref.log", dir);
+		FILE *lf = fopen(path, "r");
+		unsigned space, page, psz, n = 0;
+		unsigned long long lsn;
+		char ck[16], verdict[32];
+		while (lf && fscanf(lf, "%u %u %llu %15s %u %31s", &space, &page, &lsn, ck, &psz, verdict) == 6) {
+			n++;
+			CHECK_EQ_U(space, SPACE);
+			CHECK(page_valid(page) && page < NPAGES);
+			CHECK_EQ_U(lsn, lsn_of(page));
+			CHECK_EQ_U(psz, PS);
+		}
+		if (lf)
+			fclose(lf);
+		CHECK_EQ_U(n, 13);
+	}
+	free(js);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 5 && !strcmp(argv[1], "--writer"))
+		return writer(argv[2], argv[3], argv[4]);
+	if (argc != 3) {
+		fprintf(stderr, "usage: %s LIBCATCHER_SO PPL_ELISION_REF\n", argv[0]);
+		return 2;
+	}
+	lib = argv[1];
+	ref_tool = argv[2];
+	static char selfpath[4096];
+	ssize_t n = readlink("/proc/self/exe", selfpath, sizeof selfpath - 1);
+	if (n <= 0)
+		return 2;
+	selfpath[n] = 0;
+	self = selfpath;
+	const char *t = getenv("TMPDIR");
+	snprintf(tmpdir, sizeof tmpdir, "%s/test_libcatcher.XXXXXX", t && *t ? t : "/tmp");
+	if (!mkdtemp(tmpdir))
+		return 2;
+
+	static const struct behaviour behaviours[] = {
+		{"ack", "elide", "ack", true, false, "sesame", NULL},
+		{"list", "elide", "list", true, true, "sesame", "nack_unknown_page"},
+		{"nack", "elide", "nack", false, false, "sesame", "nack_not_durable"},
+		{"timeout", "elide", "timeout", false, false, "sesame", "timeout"},
+		{"drop", "elide", "drop", false, false, "sesame", "connection_lost"},
+		{"badtoken", "elide", "ack", false, false, "other", "unavailable"},
+		{"noserver", "elide", NULL, false, false, "sesame", "unavailable"},
+		{"passthrough", "passthrough", "ack", false, false, "sesame", NULL},
+		{"off", "off", "ack", false, false, "sesame", NULL},
+	};
+	const char *styles[] = {"pwrite", "pwritev", "uring", "aio"};
+	for (size_t s = 0; s < 4; s++)
+		for (size_t b = 0; b < sizeof behaviours / sizeof *behaviours; b++)
+			run(styles[s], &behaviours[b]);
+	if (!check_failures) {
+		char cmd[600];
+		snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", tmpdir);
+	} else {
+		fprintf(stderr, "files kept in %s\n", tmpdir);
+	}
+	CHECK_DONE();
+}
