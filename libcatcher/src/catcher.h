@@ -154,6 +154,7 @@ enum catcher_reason {
 	R_UNSUPPORTED_OP,     /* fixed files, unknown offset, ... */
 	R_ASYNC_MIXED,        /* ACKed, but another page of the same async I/O was not */
 	R_NODEVNULL,          /* could not open /dev/null to complete an elided async I/O */
+	R_DOUBLEWRITE,        /* a copy into the doublewrite buffer of ibdata1 */
 	R_COUNT
 };
 const char *catcher_reason_name(unsigned r);
@@ -212,6 +213,9 @@ void catcher_count_write(unsigned cls, size_t bytes);
  * says whether an async request was elided as a whole. */
 void catcher_count_plan(const struct catcher_plan *p, bool async, bool async_elided, size_t sync_done);
 void catcher_count_error(unsigned cls);
+/* Which interface a write to a tracked file came through. */
+enum catcher_style { STYLE_PWRITE, STYLE_PWRITEV, STYLE_IO_URING, STYLE_LIBAIO, STYLE_COUNT };
+void catcher_count_style(enum catcher_style s);
 void catcher_stats_dump(void); /* async-signal-safe */
 void catcher_stats_tick(void); /* periodic log line, from the write path */
 void catcher_stats_after_fork(void);

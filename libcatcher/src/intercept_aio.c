@@ -58,6 +58,7 @@ static void inspect(long nr, struct iocb **cbs, struct restore_list *l)
 		catcher_fd_get((int)cb->aio_fildes, &f);
 		if (f.cls == CLASS_NONE)
 			continue;
+		catcher_count_style(STYLE_LIBAIO);
 		size_t len = 0;
 		for (int k = 0; k < cnt; k++)
 			len += iov[k].iov_len;

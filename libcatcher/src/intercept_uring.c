@@ -54,6 +54,7 @@ static void inspect(struct io_uring *ring)
 		catcher_fd_get(sqe->fd, &f);
 		if (f.cls == CLASS_NONE)
 			continue;
+		catcher_count_style(STYLE_IO_URING);
 		size_t len = 0;
 		for (int k = 0; k < cnt; k++)
 			len += iov[k].iov_len;

@@ -27,10 +27,18 @@ uint8_t catcher_flags_fmt(uint32_t flags, uint32_t *page_size)
 unsigned catcher_page_check(const uint8_t *page, uint32_t ps, off_t off, const struct catcher_fd *f,
 			    struct catcher_query *q)
 {
+	/* The doublewrite buffer: two extents from the second extent of the
+	 * system tablespace (buf0dblwr.cc). It holds copies of other pages,
+	 * made durable there before they are written in place; they are not
+	 * pages the storage node could vouch for at that position. */
+	uint64_t at = (uint64_t)off / ps;
+	uint32_t extent = ps < 16384 ? (1u << 20) / ps : 64;
+	if (f->cls == CLASS_SYSTEM && at >= extent && at < 3 * (uint64_t)extent)
+		return R_DOUBLEWRITE;
 	uint32_t page_no = ppl_page_no(page);
 	uint32_t space = ppl_page_space(page);
-	if ((uint64_t)off / ps != page_no || (f->space_known && f->space != space))
-		return R_PAGE_ID; /* e.g. the doublewrite area of ibdata1 holds copies */
+	if (at != page_no || (f->space_known && f->space != space))
+		return R_PAGE_ID;
 	uint64_t lsn = ppl_page_lsn(page);
 	if (lsn == 0)
 		return R_LSN_ZERO;

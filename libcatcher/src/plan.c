@@ -47,8 +47,16 @@ void catcher_plan_write(struct catcher_plan *p, int fd, const struct catcher_fd 
 	p->q = q;
 	for (int i = 0; i < cnt; i++)
 		p->len += iov[i].iov_len;
-	if (!CLASS_IS_PAGE(f->cls))
-		return; /* counted as a write, no pages */
+	if (!CLASS_IS_PAGE(f->cls)) {
+		/* Never elided. Temporary-tablespace pages are still counted as
+		 * pages so that the page counts add up to InnoDB's own. */
+		uint32_t ps = catcher_default_page_size();
+		if (f->cls != CLASS_REDO && ps && off >= 0 && (uint64_t)off % ps == 0 && p->len % ps == 0) {
+			p->ps = ps;
+			p->npages = p->len / ps;
+		}
+		return;
+	}
 	if (off < 0) {
 		p->reason = R_UNSUPPORTED_OP; /* "current position": we do not track it */
 		return;

@@ -23,6 +23,7 @@ struct cstats {
 };
 
 static struct cstats stats[CLASS_COUNT];
+static uint64_t styles[STYLE_COUNT];
 static int dumping;
 static uint64_t next_tick_ns;
 
@@ -39,7 +40,7 @@ const char *catcher_reason_name(unsigned r)
 	static const char *const local[R_COUNT - R_UNALIGNED] = {
 		"unaligned", "page_size_unknown", "unsupported_format", "page_id_mismatch", "lsn_zero",
 		"bad_checksum", "passthrough", "unavailable", "timeout", "connection_lost", "protocol_error",
-		"pool_busy", "unsupported_op", "async_mixed", "no_devnull",
+		"pool_busy", "unsupported_op", "async_mixed", "no_devnull", "doublewrite",
 	};
 	if (r < PPL_ELIDE_REASON_COUNT)
 		return nack[r];
@@ -54,6 +55,11 @@ void catcher_count_write(unsigned cls, size_t bytes)
 	ADD(stats[cls].bytes, bytes);
 }
 
+void catcher_count_style(enum catcher_style s)
+{
+	ADD(styles[s], 1);
+}
+
 void catcher_count_error(unsigned cls)
 {
 	ADD(stats[cls].errors, 1);
@@ -63,8 +69,10 @@ void catcher_count_plan(const struct catcher_plan *p, bool async, bool async_eli
 {
 	struct cstats *c = &stats[p->f.cls];
 	catcher_count_write(p->f.cls, p->len);
-	if (!CLASS_IS_PAGE(p->f.cls))
+	if (!CLASS_IS_PAGE(p->f.cls)) {
+		ADD(c->pages, p->npages);
 		return;
+	}
 	if (p->reason) {
 		ADD(c->pages, p->npages);
 		ADD(c->refused[p->reason], p->npages ? p->npages : 1);
@@ -204,6 +212,12 @@ void catcher_stats_dump(void)
 		}
 		put(&o, "}, \"total\": ");
 		put_class(&o, &total);
+		put(&o, ", \"styles\": {");
+		put_kv(&o, "pwrite", GET(styles[STYLE_PWRITE]), true);
+		put_kv(&o, "pwritev", GET(styles[STYLE_PWRITEV]), true);
+		put_kv(&o, "io_uring", GET(styles[STYLE_IO_URING]), true);
+		put_kv(&o, "libaio", GET(styles[STYLE_LIBAIO]), false);
+		put(&o, "}");
 		put(&o, "}\n");
 		flush_out(&o);
 		catcher_sys_close(o.fd);
@@ -246,6 +260,7 @@ void catcher_stats_after_fork(void)
 {
 	__atomic_store_n(&dumping, 0, __ATOMIC_RELAXED);
 	memset(stats, 0, sizeof stats); /* the child's own writes from here on */
+	memset(styles, 0, sizeof styles);
 	catcher_config_refresh_pid();
 	/* Without %p in the path the child would overwrite the parent's file. */
 	if (!strstr(catcher_cfg.stats_file_pattern, "%p"))
