@@ -96,6 +96,13 @@ static void on_mount(int status, struct nfs_context *nfs, void *data, void *priv
 	w->done = 1;
 }
 
+static const char *rpc_why(struct rpc_context *rpc, const char *fallback)
+{
+	const char *e = rpc ? rpc_get_error(rpc) : NULL;
+
+	return e && *e ? e : fallback;
+}
+
 static void conn_drop(struct conn *c)
 {
 	if (c->nfs)
@@ -144,7 +151,7 @@ static int conn_open(struct conn *c, const char *url, int64_t deadline, char *er
 		snprintf(err, errlen, "mounting %s:%s timed out", u->server, u->path);
 	} else if (r != 0) {
 		snprintf(err, errlen, "mounting %s:%s failed: %s", u->server, u->path,
-			 nfs_get_error(nfs));
+			 rpc_why(nfs_get_rpc_context(nfs), "connection lost"));
 	}
 	nfs_destroy_url(u);
 	if (r != 0) {
@@ -207,7 +214,8 @@ int pool_run(struct pool *p, struct call *calls, int n)
 				if (rpc_send_call(c->rpc, &calls[sent]) != 0)
 					break;
 			if (sent < n) {
-				snprintf(err, sizeof err, "cannot queue RPC: %s", rpc_get_error(c->rpc));
+				snprintf(err, sizeof err, "cannot queue RPC: %s",
+					 rpc_why(c->rpc, "libnfs refused the call"));
 				r = -EIO;
 			}
 			/* Wait for what was queued even on a queueing failure, so
@@ -215,12 +223,13 @@ int pool_run(struct pool *p, struct call *calls, int n)
 			int w = service_until(c->rpc, NULL, calls, sent, deadline);
 			if (r == 0 && w != 0) {
 				snprintf(err, sizeof err, "%s", w == -ETIMEDOUT ? "no reply in time"
-					 : rpc_get_error(c->rpc));
+					 : rpc_why(c->rpc, "connection lost"));
 				r = w;
 			}
 			for (int i = 0; r == 0 && i < n; i++)
 				if (calls[i].rpc_status != RPC_STATUS_SUCCESS) {
-					snprintf(err, sizeof err, "RPC failed: %s", rpc_get_error(c->rpc));
+					snprintf(err, sizeof err, "RPC failed: %s",
+						 rpc_why(c->rpc, "no valid reply"));
 					r = -EIO;
 				}
 		}
