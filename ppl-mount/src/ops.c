@@ -730,6 +730,9 @@ static void ll_init(void *userdata, struct fuse_conn_info *conn)
 		conn->max_write = 1024 * 1024;
 	conn->max_readahead = 1024 * 1024;
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+	/* Without atomic O_TRUNC the kernel truncates through setattr(),
+	 * which commits kept data first (see ll_setattr). */
+	conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
 	conn->want &= ~(unsigned)FUSE_CAP_POSIX_LOCKS;
 	conn->want &= ~(unsigned)FUSE_CAP_FLOCK_LOCKS;
 	if (conn->capable & FUSE_CAP_ASYNC_DIO)

@@ -64,17 +64,22 @@ static void take_fh(struct reply *r, const post_op_fh3 *h)
 		r->has_fh = 1;
 }
 
+/* libnfs 4.0.0 decodes entry lists into memory without aligning each
+ * entry, so every entry is copied to an aligned local before use. */
 static void take_readdirplus(struct reply *r, READDIRPLUS3resok *ok)
 {
 	memcpy(r->cookieverf, ok->cookieverf, sizeof r->cookieverf);
 	r->eof = ok->reply.eof;
-	for (entryplus3 *e = ok->reply.entries; e; e = e->nextentry) {
-		const fattr3 *a = e->name_attributes.attributes_follow ?
-			&e->name_attributes.post_op_attr_u.attributes : NULL;
-		if (r->sink(r->sink_ctx, e->name, e->fileid, e->cookie, a) != 0) {
+	for (const void *raw = ok->reply.entries; raw;) {
+		entryplus3 e;
+		memcpy(&e, raw, sizeof e);
+		const fattr3 *a = e.name_attributes.attributes_follow ?
+			&e.name_attributes.post_op_attr_u.attributes : NULL;
+		if (r->sink(r->sink_ctx, e.name, e.fileid, e.cookie, a) != 0) {
 			r->sink_error = 1;
 			return;
 		}
+		raw = e.nextentry;
 	}
 }
 
