@@ -16,7 +16,7 @@ PKGS=(
   nfs-ganesha nfs-ganesha-vfs libntirpc-dev libkrb5-dev libdbus-1-dev bison flex dpkg-dev
   rpcbind
   # ppl-mount
-  libnfs-dev libnfs-utils libfuse3-dev fuse3
+  libnfs-dev libnfs-utils libfuse3-dev fuse3 fio
   # the database, its oracle, the load
   mariadb-server mariadb-client mariadb-backup sysbench
   # tests
