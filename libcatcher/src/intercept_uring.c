@@ -68,20 +68,54 @@ static void inspect(struct io_uring *ring)
 	batch_flush(&b, retarget, NULL);
 }
 
-CATCHER_EXPORT int io_uring_submit(struct io_uring *ring)
+/* The liburing function behind one of our wrappers, found on first use:
+ * liburing may be loaded after us. */
+static void *real_fn(void **slot, const char *name)
 {
-	int (*real)(void *) = __atomic_load_n(&catcher_real.io_uring_submit, __ATOMIC_ACQUIRE);
-	if (!real) {
-		real = (int (*)(void *))catcher_resolve("io_uring_submit");
-		__atomic_store_n(&catcher_real.io_uring_submit, real, __ATOMIC_RELEASE);
-		if (!real)
-			return -ENOSYS;
+	void *fn = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	if (!fn) {
+		fn = catcher_resolve(name);
+		__atomic_store_n(slot, fn, __ATOMIC_RELEASE);
 	}
+	return fn;
+}
+
+static void before_submit(struct io_uring *ring)
+{
 	if (catcher_ready() && !catcher_busy) {
 		int saved = errno;
 		catcher_stats_tick();
 		inspect(ring);
 		errno = saved;
 	}
+}
+
+CATCHER_EXPORT int io_uring_submit(struct io_uring *ring)
+{
+	int (*real)(struct io_uring *) = real_fn((void **)&catcher_real.io_uring_submit, "io_uring_submit");
+	if (!real)
+		return -ENOSYS;
+	before_submit(ring);
+	return real(ring);
+}
+
+/* The other liburing calls that publish prepared SQEs. */
+static void *submit_and_wait_fn, *submit_and_get_events_fn;
+
+CATCHER_EXPORT int io_uring_submit_and_wait(struct io_uring *ring, unsigned wait_nr)
+{
+	int (*real)(struct io_uring *, unsigned) = real_fn(&submit_and_wait_fn, "io_uring_submit_and_wait");
+	if (!real)
+		return -ENOSYS;
+	before_submit(ring);
+	return real(ring, wait_nr);
+}
+
+CATCHER_EXPORT int io_uring_submit_and_get_events(struct io_uring *ring)
+{
+	int (*real)(struct io_uring *) = real_fn(&submit_and_get_events_fn, "io_uring_submit_and_get_events");
+	if (!real)
+		return -ENOSYS;
+	before_submit(ring);
 	return real(ring);
 }
