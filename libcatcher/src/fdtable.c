@@ -71,7 +71,9 @@ void catcher_fd_get(int fd, struct catcher_fd *out)
 		return;
 	}
 	struct entry *e = &table[fd];
-	out->cls = LOAD(e->cls);
+	/* Acquire pairs with the release stores of cls: whoever sees a class
+	 * also sees the format fields written before it. */
+	out->cls = __atomic_load_n(&e->cls, __ATOMIC_ACQUIRE);
 	if (out->cls == CLASS_NONE)
 		return;
 	out->fmt = LOAD(e->fmt);
@@ -205,7 +207,7 @@ void catcher_fd_opened(int fd, const char *path)
 		read_header(e, canon);
 	if (fd > max_tracked)
 		max_tracked = fd;
-	STORE(e->cls, (uint8_t)cls);
+	__atomic_store_n(&e->cls, (uint8_t)cls, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&lock);
 }
 
@@ -233,7 +235,7 @@ void catcher_fd_dup(int oldfd, int newfd)
 		STORE(n->space_known, o->space_known);
 		if (newfd > max_tracked)
 			max_tracked = newfd;
-		STORE(n->cls, o->cls);
+		__atomic_store_n(&n->cls, o->cls, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&lock);
 }

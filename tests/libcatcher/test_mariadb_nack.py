@@ -1,6 +1,7 @@
 """Real MariaDB 10.11 with LD_PRELOAD=libcatcher.so against a storage node
 that refuses every elision (ppl-elision-ref --mode nack), in each of
-MariaDB's three I/O modes, and again with that server killed mid-run.
+MariaDB's three I/O modes, again with that server killed mid-run, and once
+with it frozen (SIGSTOP) mid-run.
 
 What must hold (DESIGN I1: a refused or failed question means "write"):
 - sysbench runs without errors, CHECK TABLE passes, and after a restart
@@ -148,7 +149,10 @@ def check_tables(db):
 PAGE_CLASSES = ("ibd", "ibdata", "undo", "temp", "other")
 
 
-def run_case(tmp_path, catcher, template, mode, kill_server):
+def run_case(tmp_path, catcher, template, mode, fault):
+    """fault: None, "kill" (SIGKILL the server mid-run) or "hang" (SIGSTOP
+    it mid-run: connections stay open and questions go unanswered, so
+    every one must give up after LIBCATCHER_TIMEOUT_MS)."""
     lib, ref_tool = catcher
     extra, style = MODES[mode]
     base = str(tmp_path)
@@ -161,6 +165,7 @@ def run_case(tmp_path, catcher, template, mode, kill_server):
         "LIBCATCHER_TOKEN": "t0ken",
         "LIBCATCHER_TIMEOUT_MS": "200",
         "LIBCATCHER_STATS_FILE": stats_file,
+        "LIBCATCHER_LOG_INTERVAL": "2",
         # no LIBCATCHER_DATADIR: libcatcher takes --datadir from mariadbd's command line
     }
     db = MariaDB(base, options=SERVER_OPTIONS + extra, env=env)
@@ -183,9 +188,12 @@ def run_case(tmp_path, catcher, template, mode, kill_server):
                "--mysql-user=root", "--mysql-db=sbtest", f"--tables={TABLES}", f"--table-size={TABLE_SIZE}",
                "--threads=2", f"--time={RUN_SECONDS}", "--report-interval=0", "run"]
         bench = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        if kill_server:
+        if fault:
             time.sleep(RUN_SECONDS / 3)
-            ref.kill()  # by pid, mid-run
+            if fault == "kill":
+                ref.kill()  # by pid, mid-run
+            else:
+                ref.proc.send_signal(signal.SIGSTOP)
         out, _ = bench.communicate(timeout=RUN_SECONDS + 120)
         assert bench.returncode == 0, out[-3000:]
         assert "transactions:" in out and " 0 (0.00 per sec.)" not in out.split("transactions:")[1][:40], out
@@ -199,7 +207,9 @@ def run_case(tmp_path, catcher, template, mode, kill_server):
     finally:
         db.stop()
 
-    server = None if kill_server else ref.stop()
+    if fault == "hang":
+        ref.proc.send_signal(signal.SIGCONT)
+    server = ref.stop() if fault != "kill" else None
     with open(stats_file) as f:
         final = json.load(f)  # written by libcatcher at mariadbd's exit
 
@@ -240,16 +250,20 @@ def run_case(tmp_path, catcher, template, mode, kill_server):
     home = sum(final["classes"][c]["pages"] for c in ("ibd", "ibdata", "undo"))
     assert tot["refused_total"] == home > 0, final  # every page of a page file was written
     refused = tot["refused"]
-    if server is not None:
+    log = open(db.errlog).read()
+    assert "libcatcher[%d]: writes " % db_pid in log, "no periodic stats line in the error log"
+    if fault is None:
         # the server's count of answered questions is ours, exactly
         assert refused.get("nack_not_durable", 0) == server["verdict.not_durable"] > 0, (refused, server)
         assert server["verdict.ack"] == 0
         assert server["connections"] >= 1 and server["refused_hello"] == 0
     else:
-        assert refused.get("nack_not_durable", 0) > 0, refused  # before the kill
+        assert refused.get("nack_not_durable", 0) > 0, refused  # before the fault
         lost = sum(refused.get(k, 0) for k in ("unavailable", "connection_lost", "timeout"))
-        assert lost > 0, refused  # after the kill
-        assert "elision server" in open(db.errlog).read()
+        assert lost > 0, refused  # after it
+        if fault == "hang":
+            assert refused.get("timeout", 0) > 0, refused
+        assert "elision server 127.0.0.1:%d: " % ref.port in log
 
     # nothing lost: restart without libcatcher, same data, tables check
     plain = MariaDB(base, options=SERVER_OPTIONS + extra)
@@ -264,9 +278,13 @@ def run_case(tmp_path, catcher, template, mode, kill_server):
 
 @pytest.mark.parametrize("mode", list(MODES))
 def test_nack_all(tmp_path, catcher, template, mode):
-    run_case(tmp_path, catcher, template, mode, kill_server=False)
+    run_case(tmp_path, catcher, template, mode, fault=None)
 
 
 @pytest.mark.parametrize("mode", list(MODES))
 def test_server_killed_mid_run(tmp_path, catcher, template, mode):
-    run_case(tmp_path, catcher, template, mode, kill_server=True)
+    run_case(tmp_path, catcher, template, mode, fault="kill")
+
+
+def test_server_hangs_mid_run(tmp_path, catcher, template):
+    run_case(tmp_path, catcher, template, "io_uring", fault="hang")
