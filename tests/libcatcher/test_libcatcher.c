@@ -113,6 +113,11 @@ static void write_sync(int fd, uint8_t *buf, bool vectored)
 			/* the page crosses from one iovec into the next */
 			struct iovec v[2] = {{buf + (size_t)i * PS, 5000}, {buf + (size_t)i * PS + 5000, PS - 5000}};
 			r = pwritev(fd, v, 2, (off_t)i * PS);
+		} else if (i == 6) {
+			/* through a duplicate: dup2 must carry the fd's class */
+			int d = dup2(fd, 100);
+			r = pwrite64(d, buf + (size_t)i * PS, PS, (off_t)i * PS);
+			close(d);
 		} else {
 			r = pwrite64(fd, buf + (size_t)i * PS, PS, (off_t)i * PS);
 		}
@@ -272,6 +277,13 @@ static int writer(const char *style, const char *dir, const char *resfile)
 	result("renamed_write", pwrite64(fd, p7, PS, 7 * PS), PS);
 	result("close", close(fd), 0);
 
+	/* A page file unlinked while open: never elided (class other). */
+	snprintf(path, sizeof path, "%s/db/t3.ibd", dir);
+	int ufd = open(path, O_RDWR | O_CLOEXEC);
+	result("unlink", unlink(path), 0);
+	result("unlinked_write", pwrite64(ufd, buf + PS, PS, PS), PS);
+	close(ufd);
+
 	/* Never elided: the temporary tablespace, and a page file outside
 	 * the data directory. */
 	const char *others[] = {"ibtmp1", "../outside/t9.ibd"};
@@ -427,6 +439,8 @@ static void run(const char *style, const struct behaviour *b)
 	prefill(path, NPAGES);
 	snprintf(path, sizeof path, "%s/data/ibtmp1", dir);
 	prefill(path, 2);
+	snprintf(path, sizeof path, "%s/data/db/t3.ibd", dir);
+	prefill(path, 2);
 	snprintf(path, sizeof path, "%s/outside/t9.ibd", dir);
 	prefill(path, 2);
 
@@ -575,7 +589,9 @@ static void run(const char *style, const struct behaviour *b)
 	/* the renamed write and ibtmp1: class temp; outside: not tracked */
 	CHECK_EQ_U(json_get(j, "temp", "writes"), 2);
 	CHECK_EQ_U(json_get(j, "temp", "elided"), 0);
-	CHECK_EQ_U(json_get(j, "total", "writes"), 11);
+	CHECK_EQ_U(json_get(j, "other", "writes"), 1); /* the unlinked file */
+	CHECK_EQ_U(json_get(j, "other", "elided"), 0);
+	CHECK_EQ_U(json_get(j, "total", "writes"), 12);
 
 	/* the server saw exactly the pages that passed the local checks */
 	if (b->ref_mode && eliding && b->acks) {
