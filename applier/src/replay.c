@@ -346,10 +346,14 @@ static int on_mtr(void *arg, const struct ppl_mtr *m)
 			if (r.type == PPL_REC_EXTENDED && r.ext_subtype >= 0 && r.ext_subtype < PPL_EXT_COUNT)
 				c->res->rec_by_ext[r.ext_subtype]++;
 			if (r.type == PPL_REC_INIT_PAGE || r.type == PPL_REC_FREE_PAGE) {
+				/* page_recv_t::will_not_read(): the page will not be
+				 * read, and every earlier record for it, even one
+				 * earlier in this mtr, is void. */
 				struct page *pg = page_get(c, r.space_id, r.page_no);
 				if (!pg)
 					return fail(c, "out of memory");
 				pg->init_lsn = m->start_lsn;
+				pg->first = pg->last = 0;
 			}
 			if (keep_record(c, m, &r))
 				return -1;
@@ -606,9 +610,23 @@ static int apply_pages(struct ctx *c)
 		struct ppl_page_ref ref = {frame, ps, space_id, page_no};
 		struct ppl_page_replay rp;
 		ppl_replay_begin(&rp, &ref, init);
+		bool trace = c->o->trace && c->o->verbose && space_id == c->o->trace_space && page_no == c->o->trace_page;
+		if (trace)
+			fprintf(c->o->verbose, "page %u:%u in %s: init LSN %llu, page LSN %llu\n", space_id, page_no,
+				s->path, (unsigned long long)init, (unsigned long long)ppl_page_lsn(frame));
 		for (uint32_t ci = pg->first; ci; ci = c->chunks[ci - 1].next) {
 			const struct chunk *ch = &c->chunks[ci - 1];
 			struct ppl_apply_error e;
+			if (trace) {
+				fprintf(c->o->verbose, "  mtr %llu..%llu:", (unsigned long long)ch->start,
+					(unsigned long long)ch->end);
+				struct ppl_rec_iter it;
+				struct ppl_rec r;
+				ppl_rec_iter_init(&it, c->arena + ch->off, ch->len, ps);
+				while (ppl_rec_next(&it, &r) > 0)
+					fprintf(c->o->verbose, " %s(%zu)", ppl_rec_type_name(r.type, r.ext_subtype), r.body_len);
+				fputc('\n', c->o->verbose);
+			}
 			enum ppl_apply_status st = ppl_replay_mtr(&rp, ch->start, ch->end, c->arena + ch->off, ch->len, &e);
 			if (st != PPL_APPLY_OK) {
 				fail(c, "space %u page %u (%s, %s) mtr at LSN %llu: %s record %s at byte %u: %s",

@@ -15,6 +15,8 @@ struct ppl_replay_opts {
 	uint64_t start_lsn;       /* 0 = the log's checkpoint */
 	bool dry_run;             /* parse and apply in memory, write nothing */
 	FILE *verbose;            /* per-file / per-space notes, or NULL */
+	bool trace;               /* print every mtr applied to trace_space:trace_page to verbose */
+	uint32_t trace_space, trace_page;
 };
 
 struct ppl_replay_result {
