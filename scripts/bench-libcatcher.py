@@ -4,7 +4,12 @@ to a write call when it does not elide (off / passthrough), and the latency
 of an elided page write, i.e. one question to the storage node over
 loopback (ppl-elision-ref --mode ack) plus the page checks.
 
-    scripts/bench-libcatcher.py [BUILD_DIR]     (default: $PPL_BUILD_DIR or build)
+    scripts/bench-libcatcher.py [--mariadb] [BUILD_DIR]   (default: $PPL_BUILD_DIR or build)
+
+With --mariadb it also runs sysbench oltp_write_only against a private
+MariaDB (continuous flushing, so that pages are written all the time)
+without libcatcher, with it in passthrough mode, and with it asking a
+server that refuses everything: the cost seen by a real workload.
 
 Files live on /dev/shm so that the write itself costs as little as
 possible and the difference is libcatcher's. Prints a Markdown table.
@@ -28,8 +33,74 @@ def find(build, name):
     sys.exit(f"{name} not found under {build}: build the project first")
 
 
+def mariadb_runs(lib, ref, seconds=20):
+    sys.path.insert(0, os.path.join(REPO, "tests"))
+    from lib.mariadb import MariaDB
+    import json
+    base = tempfile.mkdtemp(prefix="bench-libcatcher-mariadb.")
+    opts = ["--innodb-buffer-pool-size=64M", "--innodb-log-file-size=96M"]
+    rows = []
+    try:
+        tmpl = MariaDB(os.path.join(base, "template"), options=opts)
+        tmpl.install()
+        configs = ("no LD_PRELOAD", "passthrough", "elide, server NACKs all")
+        for rnd, label in [(r, c) for r in (1, 2) for c in configs]:  # interleaved rounds
+            run = os.path.join(base, f"{rnd}-" + label.split()[0].strip(","))
+            shutil.copytree(tmpl.datadir, os.path.join(run, "data"))
+            env, srv = None, None
+            stats = os.path.join(run, "catcher.json")
+            if label != "no LD_PRELOAD":
+                env = {"LD_PRELOAD": lib, "LIBCATCHER_STATS_FILE": stats}
+                if label.startswith("passthrough"):
+                    env["LIBCATCHER_MODE"] = "passthrough"
+                else:
+                    pf = os.path.join(run, "port")
+                    srv = subprocess.Popen([ref, "--mode", "nack", "--port", "0", "--port-file", pf],
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    while not os.path.exists(pf):
+                        time.sleep(0.05)
+                    env["LIBCATCHER_SERVER"] = "127.0.0.1:" + open(pf).read().strip()
+            db = MariaDB(run, options=opts, env=env)
+            db.start()
+            try:
+                db.sql("CREATE DATABASE sbtest")
+                db.sysbench("oltp_write_only", "prepare", tables=4, table_size=10000)
+                db.sql("SET GLOBAL innodb_max_dirty_pages_pct_lwm=0.001")
+                db.sql("SET GLOBAL innodb_max_dirty_pages_pct=0")
+                # start from a clean buffer pool: otherwise whether the
+                # pages dirtied by prepare are flushed inside the window
+                # decides the page count more than anything else
+                for _ in range(120):
+                    dirty = int(db.sql("SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_pages_dirty'").split()[1])
+                    if dirty == 0:
+                        break
+                    time.sleep(0.5)
+                w0 = int(db.sql("SHOW GLOBAL STATUS LIKE 'Innodb_pages_written'").split()[1])
+                out = db.sysbench("oltp_write_only", f"--time={seconds}", "--report-interval=0", "run",
+                                  tables=4, table_size=10000, threads=2)
+                w1 = int(db.sql("SHOW GLOBAL STATUS LIKE 'Innodb_pages_written'").split()[1])
+            finally:
+                db.stop()
+                if srv:
+                    srv.send_signal(signal.SIGTERM)
+                    srv.wait(10)
+            tps = float(out.split("transactions:")[1].split("(")[1].split()[0])
+            lat = out.split("95th percentile:")[1].split()[0]
+            asked = ""
+            if os.path.exists(stats):
+                tot = json.load(open(stats))["total"]
+                asked = tot["refused"].get("nack_not_durable", 0)
+            rows.append((f"{label} (round {rnd})", tps, lat, w1 - w0, asked))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return rows
+
+
 def main():
-    build = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("PPL_BUILD_DIR", os.path.join(REPO, "build"))
+    args = sys.argv[1:]
+    with_mariadb = "--mariadb" in args
+    args = [a for a in args if a != "--mariadb"]
+    build = args[0] if args else os.environ.get("PPL_BUILD_DIR", os.path.join(REPO, "build"))
     lib = os.path.join(build, "libcatcher", "libcatcher.so")
     bench = find(build, "bench_libcatcher")
     ref = find(build, "ppl-elision-ref")
@@ -103,6 +174,14 @@ def main():
     print("Elided 16 KiB page write (page checks + one question over loopback, ppl-elision-ref --mode ack),")
     print("20000 calls, one thread, one connection (this includes the CRC-32C of the page):")
     print(f"p50 {p50:.1f} us, p99 {p99:.1f} us, max {worst:.1f} us")
+    if with_mariadb:
+        rows = mariadb_runs(lib, ref)
+        print()
+        print("MariaDB, sysbench oltp_write_only, 4 tables x 10000 rows, 2 threads, 20 s, continuous flushing:")
+        print("| libcatcher | TPS | 95th pct latency (ms) | pages written during the run | pages asked and NACKed (whole server life) |")
+        print("|---|---|---|---|---|")
+        for label, tps, lat, pages, asked in rows:
+            print(f"| {label} | {tps:.1f} | {lat} | {pages} | {asked} |")
 
 
 if __name__ == "__main__":
