@@ -7,8 +7,47 @@
 set -euo pipefail
 
 DEST=${PPL_GANESHA_SRC:-/opt/ppl/ganesha-src}
-if [ -f "$DEST/build/include/config.h" ] && [ -f "$DEST/src/include/fsal_api.h" ]; then
-  echo "fetch-ganesha-src.sh: $DEST already configured"
+# Flags matching Debian's binary. Debian's libganesha_nfsd links libacl,
+# libnfsidmap, libcap, libblkid and libwbclient, so NFSACL3, NFSIDMAP, CAPS,
+# BLKID and MSPAC are on there; USE_NFSACL3 changes struct nfs_core_param
+# and the protocol enum, which plugins see. These only switch on when the
+# -dev packages are present at configure time (setup.sh installs them), so
+# a config.h made without them is redone.
+FLAGS=(-DUSE_SYSTEM_NTIRPC=ON -DUSE_FSAL_VFS=ON -DUSE_FSAL_NULL=ON
+  -DUSE_DBUS=ON -DUSE_GSS=ON -DUSE_9P=ON -D_MSPAC_SUPPORT=ON -DUSE_NFSACL3=ON -DUSE_LTTNG=OFF
+  -DUSE_ADMIN_TOOLS=OFF -DUSE_GUI_ADMIN_TOOLS=OFF -DUSE_RADOS_RECOV=OFF -DRADOS_URLS=OFF
+  -DUSE_MAN_PAGE=OFF -DUSE_FSAL_PROXY_V4=OFF -DUSE_FSAL_PROXY_V3=OFF -DUSE_FSAL_CEPH=OFF
+  -DUSE_FSAL_GPFS=OFF -DUSE_FSAL_XFS=OFF -DUSE_FSAL_LUSTRE=OFF -DUSE_FSAL_GLUSTER=OFF
+  -DUSE_FSAL_RGW=OFF -DUSE_FSAL_KVSFS=OFF -DUSE_FSAL_MEM=OFF -DUSE_FSAL_LIZARDFS=OFF
+  -DUSE_FSAL_SAUNAFS=OFF)
+MUST_DEFINE=(USE_NFSACL3 USE_NFSIDMAP USE_CAPS USE_BLKID _MSPAC_SUPPORT _USE_9P USE_DBUS)
+
+configured_ok() {
+  local h="$DEST/build/include/config.h" d
+  [ -f "$h" ] || return 1
+  for d in "${MUST_DEFINE[@]}"; do grep -q "^#define $d 1" "$h" || return 1; done
+}
+
+configure() {
+  rm -rf "$DEST/build"
+  mkdir -p "$DEST/build"
+  ( cd "$DEST/build" && cmake ../src "${FLAGS[@]}" >"$DEST/configure.log" 2>&1 ) || {
+    echo "fetch-ganesha-src.sh: configuring Ganesha failed; see $DEST/configure.log" >&2; exit 1; }
+  if ! configured_ok; then
+    echo "fetch-ganesha-src.sh: $DEST/build/include/config.h does not match Debian's ganesha.nfsd" >&2
+    echo "  (one of ${MUST_DEFINE[*]} is missing; see $DEST/configure.log for the library" >&2
+    echo "  that was not found and install its -dev package, normally done by scripts/setup.sh)" >&2
+    exit 1
+  fi
+  echo "fetch-ganesha-src.sh: Ganesha source configured in $DEST"
+}
+
+if [ -f "$DEST/src/include/fsal_api.h" ]; then
+  if configured_ok; then
+    echo "fetch-ganesha-src.sh: $DEST already configured"
+  else
+    configure
+  fi
   exit 0
 fi
 
@@ -38,14 +77,4 @@ tar -xf "$orig" -C "$DEST/unpack"
 srcdir=$(ls -d "$DEST"/unpack/nfs-ganesha-*/src)
 mv "$srcdir" "$DEST/src"
 rm -rf "$DEST/unpack"
-mkdir -p "$DEST/build"
-( cd "$DEST/build" && cmake ../src -DUSE_SYSTEM_NTIRPC=ON -DUSE_FSAL_VFS=ON -DUSE_FSAL_NULL=ON \
-    -DUSE_DBUS=ON -DUSE_GSS=ON -DUSE_9P=ON -D_MSPAC_SUPPORT=OFF -DUSE_LTTNG=OFF \
-    -DUSE_ADMIN_TOOLS=OFF -DUSE_GUI_ADMIN_TOOLS=OFF -DUSE_RADOS_RECOV=OFF -DRADOS_URLS=OFF \
-    -DUSE_MAN_PAGE=OFF -DUSE_FSAL_PROXY_V4=OFF -DUSE_FSAL_PROXY_V3=OFF -DUSE_FSAL_CEPH=OFF \
-    -DUSE_FSAL_GPFS=OFF -DUSE_FSAL_XFS=OFF -DUSE_FSAL_LUSTRE=OFF -DUSE_FSAL_GLUSTER=OFF \
-    -DUSE_FSAL_RGW=OFF -DUSE_FSAL_KVSFS=OFF -DUSE_FSAL_MEM=OFF -DUSE_FSAL_LIZARDFS=OFF \
-    -DUSE_FSAL_SAUNAFS=OFF >"$DEST/configure.log" 2>&1 ) || {
-  echo "fetch-ganesha-src.sh: configuring Ganesha failed; see $DEST/configure.log" >&2; exit 1; }
-test -f "$DEST/build/include/config.h"
-echo "fetch-ganesha-src.sh: Ganesha source configured in $DEST"
+configure

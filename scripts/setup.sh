@@ -14,6 +14,7 @@ PKGS=(
   liburing-dev libaio-dev
   # FSAL build against Debian's Ganesha
   nfs-ganesha nfs-ganesha-vfs libntirpc-dev libkrb5-dev libdbus-1-dev bison flex dpkg-dev
+  libacl1-dev libcap-dev libblkid-dev libnfsidmap-dev libwbclient-dev
   rpcbind
   # ppl-mount
   libnfs-dev libnfs-utils libfuse3-dev fuse3 fio

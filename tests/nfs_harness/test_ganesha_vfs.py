@@ -96,8 +96,11 @@ def test_refused_export_fails_start_with_reason(tmp_path):
     """Ganesha keeps running when the FSAL refuses an export; start() must
     notice, stop the server and say why."""
     g = Ganesha(tmp_path / "ganesha", tmp_path / "no-such-dir")
-    with pytest.raises(RuntimeError) as e:
-        g.start(timeout=20)
+    try:
+        with pytest.raises(RuntimeError) as e:
+            g.start(timeout=20)
+    finally:
+        g.stop()
     assert "refused export /export" in str(e.value)
     assert "Could not create export for (/export)" in str(e.value)
     assert g.proc is None
