@@ -195,6 +195,9 @@ struct catcher_plan {
 	struct catcher_query *q; /* npages entries, q[i].verdict per page */
 };
 
+/* Whether an iovec array is one the kernel would accept (count within
+ * IOV_MAX, total within SSIZE_MAX); only then do we read it. Sets *len. */
+bool catcher_iov_ok(const struct iovec *iov, int cnt, size_t *len);
 /* Inspects a write of iov/cnt at off to fd; q must hold
  * CATCHER_PLAN_MAX_PAGES. Does not ask the server. */
 void catcher_plan_write(struct catcher_plan *p, int fd, const struct catcher_fd *f, const struct iovec *iov,

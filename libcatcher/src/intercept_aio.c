@@ -59,9 +59,9 @@ static void inspect(long nr, struct iocb **cbs, struct restore_list *l)
 		if (f.cls == CLASS_NONE)
 			continue;
 		catcher_count_style(STYLE_LIBAIO);
-		size_t len = 0;
-		for (int k = 0; k < cnt; k++)
-			len += iov[k].iov_len;
+		size_t len;
+		if (!catcher_iov_ok(iov, cnt, &len))
+			continue; /* the kernel will refuse it; we do not read it */
 		if (!batch_fits(&b, len))
 			batch_flush(&b, retarget, l);
 		batch_add(&b, cb, (int)cb->aio_fildes, &f, iov, cnt, (off_t)cb->aio_offset);

@@ -116,7 +116,8 @@ static ssize_t sync_write(enum kind k, int fd, const struct iovec *iov, int cnt,
 		return call_real(k, fd, iov, cnt, off, flags);
 	struct catcher_fd f;
 	catcher_fd_get(fd, &f);
-	if (f.cls == CLASS_NONE)
+	size_t len;
+	if (f.cls == CLASS_NONE || !catcher_iov_ok(iov, cnt, &len))
 		return call_real(k, fd, iov, cnt, off, flags);
 
 	int saved = errno;

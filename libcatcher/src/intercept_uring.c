@@ -55,9 +55,9 @@ static void inspect(struct io_uring *ring)
 		if (f.cls == CLASS_NONE)
 			continue;
 		catcher_count_style(STYLE_IO_URING);
-		size_t len = 0;
-		for (int k = 0; k < cnt; k++)
-			len += iov[k].iov_len;
+		size_t len;
+		if (!catcher_iov_ok(iov, cnt, &len))
+			continue; /* the kernel will refuse it; we do not read it */
 		if (!batch_fits(&b, len))
 			batch_flush(&b, retarget, NULL);
 		off_t off = sqe->off == (uint64_t)-1 ? -1 : (off_t)sqe->off;

@@ -3,6 +3,7 @@
  * style so that they cannot disagree about what may be elided. */
 #include "catcher.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +29,19 @@ static void learn_page0(struct catcher_plan *p, const struct iovec *iov, int cnt
 	p->f.page_size = ps;
 	p->f.space = space;
 	p->f.space_known = 1;
+}
+
+bool catcher_iov_ok(const struct iovec *iov, int cnt, size_t *len)
+{
+	*len = 0;
+	if (cnt < 0 || cnt > IOV_MAX || (cnt && !iov))
+		return false;
+	for (int i = 0; i < cnt; i++) {
+		if (iov[i].iov_len > (size_t)SSIZE_MAX - *len)
+			return false;
+		*len += iov[i].iov_len;
+	}
+	return true;
 }
 
 static uint32_t page_size_for(const struct catcher_plan *p)
