@@ -3,7 +3,9 @@
  * its completion event carries the full length. The kernel copies each
  * iocb during io_submit, so the application's iocbs get their own fd back
  * as soon as the real call returns: nothing the application later reads
- * from its iocb differs from what it wrote there. */
+ * from its iocb differs from what it wrote there.
+ *
+ * Why no ordering with the redo log is needed: see intercept_sync.c. */
 #include "catcher.h"
 
 #include <errno.h>

@@ -4,7 +4,9 @@
  * them until the real call publishes the tail) are inspected; a write all
  * of whose pages the storage node ACKed gets its fd pointed at /dev/null,
  * so that the kernel completes it with the full length through the
- * application's own completion path. Nothing else in the SQE changes. */
+ * application's own completion path. Nothing else in the SQE changes.
+ *
+ * Why no ordering with the redo log is needed: see intercept_sync.c. */
 #include "catcher.h"
 
 #include <errno.h>
