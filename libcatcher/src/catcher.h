@@ -212,8 +212,11 @@ bool catcher_plan_all_acked(const struct catcher_plan *p);
 void catcher_stats_init(void);
 /* A write request to a tracked file: one call, SQE or iocb. */
 void catcher_count_write(unsigned cls, size_t bytes);
-/* The outcome of a planned write, after the I/O was issued. `async_all`
- * says whether an async request was elided as a whole. */
+/* The pages of a planned write and what became of them (the write itself
+ * is counted with catcher_count_write, before it is issued, so that the
+ * count is never behind the host's own). `async_elided` says whether an
+ * async request was elided as a whole; `sync_done` how many bytes a
+ * synchronous one reported done. */
 void catcher_count_plan(const struct catcher_plan *p, bool async, bool async_elided, size_t sync_done);
 void catcher_count_error(unsigned cls);
 /* Which interface a write to a tracked file came through. */

@@ -123,6 +123,7 @@ static ssize_t sync_write(enum kind k, int fd, const struct iovec *iov, int cnt,
 	int saved = errno;
 	catcher_stats_tick();
 	catcher_count_style(k == K_PWRITE64 || k == K_PWRITE ? STYLE_PWRITE : STYLE_PWRITEV);
+	catcher_count_write(f.cls, len);
 	struct catcher_query q[CATCHER_PLAN_MAX_PAGES];
 	struct catcher_plan plan;
 	catcher_plan_write(&plan, fd, &f, iov, cnt, off, q);

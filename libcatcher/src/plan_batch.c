@@ -20,6 +20,7 @@ void batch_add(struct plan_batch *b, void *owner, int fd, const struct catcher_f
 {
 	struct catcher_plan *p = &b->plans[b->nplans];
 	catcher_plan_write(p, fd, f, iov, cnt, off, b->pool + b->used);
+	catcher_count_write(f->cls, p->len);
 	if (!p->reason)
 		b->used += p->npages;
 	b->ptrs[b->nplans] = p;

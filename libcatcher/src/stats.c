@@ -68,7 +68,6 @@ void catcher_count_error(unsigned cls)
 void catcher_count_plan(const struct catcher_plan *p, bool async, bool async_elided, size_t sync_done)
 {
 	struct cstats *c = &stats[p->f.cls];
-	catcher_count_write(p->f.cls, p->len);
 	if (!CLASS_IS_PAGE(p->f.cls)) {
 		ADD(c->pages, p->npages);
 		return;
