@@ -45,6 +45,9 @@ static void usage(FILE *f)
 "                          for O_DIRECT opens\n"
 "      --attr-timeout=SEC  how long the kernel may cache attributes and names\n"
 "                          (default 1; 0 for other writers on the same export)\n"
+"      --rsize=KIB         largest READ sent (default: the server's, at most 1024)\n"
+"      --wsize=KIB         largest WRITE sent (default: the server's, at most 1024);\n"
+"                          bigger requests are split and the pieces sent at once\n"
 "      --max-dirty=MIB     uncommitted data kept per file before a COMMIT is\n"
 "                          forced (default 64)\n"
 "  -o OPT[,OPT...]         FUSE mount options, e.g. allow_other\n"
@@ -86,7 +89,7 @@ static int parse_seconds(const char *s, const char *what, double *out)
 	return 0;
 }
 
-enum { OPT_HARD = 256, OPT_SYNC, OPT_DIRECT, OPT_ATTR, OPT_DIRTY };
+enum { OPT_HARD = 256, OPT_SYNC, OPT_DIRECT, OPT_ATTR, OPT_DIRTY, OPT_RSIZE, OPT_WSIZE };
 
 int main(int argc, char **argv)
 {
@@ -101,12 +104,14 @@ int main(int argc, char **argv)
 		{ "direct-io", no_argument, NULL, OPT_DIRECT },
 		{ "attr-timeout", required_argument, NULL, OPT_ATTR },
 		{ "max-dirty", required_argument, NULL, OPT_DIRTY },
+		{ "rsize", required_argument, NULL, OPT_RSIZE },
+		{ "wsize", required_argument, NULL, OPT_WSIZE },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int foreground = 0, debug = 0, hard = 0, sync_writes = 0;
-	long connections = 8, threads = 16, max_dirty_mib = 64;
+	long connections = 8, threads = 16, max_dirty_mib = 64, rsize_kib = 0, wsize_kib = 0;
 	double timeout = 30;
 	struct ops_config ocfg = { .attr_timeout = 1.0, .direct_io_all = 0 };
 	struct fuse_args fargs = FUSE_ARGS_INIT(0, NULL);
@@ -143,6 +148,14 @@ int main(int argc, char **argv)
 			break;
 		case OPT_DIRTY:
 			if (parse_int(optarg, "--max-dirty", 1, 4096, &max_dirty_mib))
+				return 2;
+			break;
+		case OPT_RSIZE:
+			if (parse_int(optarg, "--rsize", 4, 1024, &rsize_kib))
+				return 2;
+			break;
+		case OPT_WSIZE:
+			if (parse_int(optarg, "--wsize", 4, 1024, &wsize_kib))
 				return 2;
 			break;
 		case 'o':
@@ -186,6 +199,8 @@ int main(int argc, char **argv)
 		.url = url,
 		.size = (int)connections,
 		.timeout_ms = hard ? 0 : (int)(timeout * 1000),
+		.max_rsize = (uint32_t)rsize_kib * 1024,
+		.max_wsize = (uint32_t)wsize_kib * 1024,
 	};
 	struct pool *pool = pool_open(&pcfg, err, sizeof err);
 	if (!pool) {

@@ -15,6 +15,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "reply.h"
 #include "writeback.h"
 
 static struct pool *pool;
@@ -397,7 +398,7 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
 	set_open_flags(fi);
-	fuse_reply_open(req, fi);
+	reply_open(req, fi);
 }
 
 static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -444,7 +445,7 @@ static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	ep.entry_timeout = cfg.attr_timeout;
 	to_stat(&r.attr, &ep.attr);
 	set_open_flags(fi);
-	if (fuse_reply_create(req, &ep, fi) != 0)
+	if (reply_create(req, &ep, fi) != 0)
 		nodes_forget(n, 1);
 }
 
@@ -725,6 +726,7 @@ static void ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 static void ll_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
+	reply_set_kernel_minor(conn->proto_minor);
 	/* Large requests: the NFS side splits them by rsize/wsize anyway. */
 	if (conn->max_write < 1024 * 1024)
 		conn->max_write = 1024 * 1024;

@@ -307,6 +307,10 @@ struct pool *pool_open(const struct pool_config *cfg, char *err, size_t errlen)
 		p->rsize = 1024 * 1024;
 	if (p->wsize == 0 || p->wsize > 1024 * 1024)
 		p->wsize = 1024 * 1024;
+	if (cfg->max_rsize && p->rsize > cfg->max_rsize)
+		p->rsize = cfg->max_rsize;
+	if (cfg->max_wsize && p->wsize > cfg->max_wsize)
+		p->wsize = cfg->max_wsize;
 
 	GETATTR3args a = { 0 };
 	struct reply r = { 0 };

@@ -15,6 +15,8 @@ struct pool_config {
 	const char *url;
 	int size;		/* number of connections */
 	int timeout_ms;		/* 0 = hard */
+	uint32_t max_rsize;	/* caps on the server's rtmax/wtmax; 0 = none */
+	uint32_t max_wsize;
 };
 
 struct pool;

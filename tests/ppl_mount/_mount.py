@@ -28,8 +28,12 @@ class PplMount:
 
     def start(self, timeout=30):
         logf = open(self.log, "ab")
+        env = dict(os.environ)
+        # Only has an effect on an ASan build (PPL_SANITIZE=ON).
+        env.setdefault("LSAN_OPTIONS", "suppressions=" + os.path.join(
+            os.path.dirname(os.path.abspath(__file__)), "lsan.supp"))
         self.proc = subprocess.Popen([self.binary, self.url, self.mountpoint, "-f", *self.options],
-                                     stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)
+                                     stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, env=env)
         logf.close()
         deadline = time.time() + timeout
         while time.time() < deadline:
