@@ -2,7 +2,8 @@
  * LD_PRELOAD=libcatcher.so writes InnoDB-shaped pages in each I/O style
  * (pwrite64, pwritev/pwritev2, io_uring, libaio) while ppl-elision-ref
  * answers in each scripted way (ACK all, NACK all, ACK a list, time out,
- * drop the connection, wrong token, no server at all), and in passthrough
+ * drop the connection, wrong token, no server at all, ACKs for request ids
+ * never asked), and in passthrough
  * and off modes. Afterwards this process (not preloaded) reads the file
  * back: a page must hold the new image unless the storage node ACKed it,
  * every call/completion must report the full length, and the stats file
@@ -10,6 +11,7 @@
  *
  *   test_libcatcher LIBCATCHER_SO PPL_ELISION_REF   (orchestrator)
  *   test_libcatcher --writer STYLE DATADIR RESULTS   (under LD_PRELOAD) */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libaio.h>
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -27,6 +30,7 @@
 
 #include "check.h"
 #include "ppl/crc32c.h"
+#include "ppl/elision_proto.h"
 #include "ppl/mach.h"
 
 #define PS 16384u
@@ -395,6 +399,58 @@ static pid_t start_ref(const struct behaviour *b, const char *dir, int *port)
 	return -1;
 }
 
+/* A server that greets properly, then answers every question with an ACK
+ * carrying a request id that was never asked: libcatcher must take none of
+ * them as a yes, drop the connection and write every page. */
+static pid_t start_liar(int *port)
+{
+	int ls = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	socklen_t sl = sizeof sa;
+	if (ls < 0 || bind(ls, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(ls, 8) != 0 ||
+	    getsockname(ls, (struct sockaddr *)&sa, &sl) != 0)
+		return -1;
+	*port = ntohs(sa.sin_port);
+	pid_t pid = fork();
+	if (pid != 0) {
+		close(ls);
+		return pid;
+	}
+	for (;;) {
+		int c = accept(ls, NULL, NULL);
+		if (c < 0)
+			continue;
+		uint8_t in[4096], out[64];
+		size_t have = 0;
+		bool greeted = false;
+		for (;;) {
+			ssize_t r = read(c, in + have, sizeof in - have);
+			if (r <= 0)
+				break;
+			have += (size_t)r;
+			struct ppl_elide_hdr h;
+			long n;
+			while ((n = ppl_elide_frame(in, have, &h)) > 0) {
+				size_t olen;
+				if (!greeted) {
+					struct ppl_elide_hello_reply rep = {.version = PPL_ELIDE_VERSION, .max_inflight = 64};
+					olen = ppl_elide_put_hello_reply(out, &rep);
+					greeted = true;
+				} else {
+					struct ppl_elide_verdict v = {.id = h.id + 1000, .reason = PPL_ELIDE_ACK};
+					olen = ppl_elide_put_verdict(out, &v);
+				}
+				if (write(c, out, olen) != (ssize_t)olen)
+					break;
+				memmove(in, in + n, have - (size_t)n);
+				have -= (size_t)n;
+			}
+		}
+		close(c);
+	}
+}
+
 /* A port nothing listens on: bound by the reference server and closed. */
 static int dead_port(const char *dir)
 {
@@ -446,7 +502,10 @@ static void run(const char *style, const struct behaviour *b)
 
 	int port = 0;
 	pid_t ref = -1;
-	if (b->ref_mode) {
+	if (b->ref_mode && !strcmp(b->ref_mode, "liar")) {
+		ref = start_liar(&port);
+		CHECK(ref > 0);
+	} else if (b->ref_mode) {
 		ref = start_ref(b, dir, &port);
 		CHECK(ref > 0);
 	} else {
@@ -472,7 +531,7 @@ static void run(const char *style, const struct behaviour *b)
 	int status = 0;
 	waitpid(w, &status, 0);
 	if (ref > 0) {
-		kill(ref, SIGTERM);
+		kill(ref, b->ref_mode && !strcmp(b->ref_mode, "liar") ? SIGKILL : SIGTERM);
 		waitpid(ref, NULL, 0);
 	}
 	fprintf(stderr, "--- %s / %s\n", style, b->name);
@@ -576,7 +635,8 @@ static void run(const char *style, const struct behaviour *b)
 	if (b->expect_reason) {
 		unsigned valid_refused = 13 - expect_elided - mixed;
 		long n = json_get(j, "ibd", b->expect_reason);
-		if (!strcmp(b->expect_reason, "timeout") || !strcmp(b->expect_reason, "connection_lost")) {
+		if (!strcmp(b->expect_reason, "timeout") || !strcmp(b->expect_reason, "connection_lost") ||
+		    !strcmp(b->expect_reason, "protocol_error")) {
 			/* the first failure drops the connection; the pages asked
 			 * during the backoff count as unavailable */
 			long u = json_get(j, "ibd", "unavailable");
@@ -642,6 +702,7 @@ int main(int argc, char **argv)
 		{"timeout", "elide", "timeout", false, false, "sesame", "timeout"},
 		{"drop", "elide", "drop", false, false, "sesame", "connection_lost"},
 		{"badtoken", "elide", "ack", false, false, "other", "unavailable"},
+		{"liar", "elide", "liar", false, false, "sesame", "protocol_error"},
 		{"noserver", "elide", NULL, false, false, "sesame", "unavailable"},
 		{"passthrough", "passthrough", "ack", false, false, "sesame", NULL},
 		{"off", "off", "ack", false, false, "sesame", NULL},
