@@ -237,6 +237,7 @@ void catcher_fmt_str(char *buf, size_t cap, size_t *pos, const char *s);
 
 /* An fd open on /dev/null, verified before each use; -1 if none. */
 int catcher_devnull(void);
+void catcher_devnull_after_fork(void);
 
 uint64_t catcher_now_ns(void);
 

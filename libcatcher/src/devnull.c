@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -45,4 +46,12 @@ int catcher_devnull(void)
 	}
 	pthread_mutex_unlock(&lock);
 	return is_devnull(fd) ? fd : -1;
+}
+
+void catcher_devnull_after_fork(void)
+{
+	/* Another thread of the parent may have held the lock at fork; the
+	 * descriptor itself is inherited and still good. */
+	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+	memcpy(&lock, &fresh, sizeof lock);
 }

@@ -18,6 +18,7 @@ static void after_fork_child(void)
 	catcher_fd_after_fork();
 	catcher_client_after_fork();
 	catcher_stats_after_fork();
+	catcher_devnull_after_fork();
 }
 
 static void do_init(void)
