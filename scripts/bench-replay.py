@@ -68,7 +68,8 @@ def main():
     shutil.rmtree(backup)
     subprocess.run(["sync"])
     t = time.time()
-    r = subprocess.run(["mariadb-backup", "--no-defaults", "--prepare", f"--use-memory={a.prepare_memory}",
+    r = subprocess.run(["mariadb-backup", f"--defaults-file={prepared}/backup-my.cnf", "--prepare",
+                        f"--use-memory={a.prepare_memory}",
                         f"--target-dir={prepared}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     prep_s = time.time() - t
     if r.returncode:

@@ -288,11 +288,15 @@ static int keep_record(struct ctx *c, const struct ppl_mtr *m, const struct ppl_
 	if (last && last->start == m->start_lsn) {
 		if (last->off + last->len != c->arena_n) {
 			/* Other pages' records came between: move this page's
-			 * chunk to the end so it stays contiguous. */
-			size_t old = last->off;
-			last->off = c->arena_n;
-			if (arena_put(c, c->arena + old, last->len))
+			 * chunk to the end so it stays contiguous (grow first:
+			 * the copy's source is inside the arena). */
+			uint8_t *a = grow(c->arena, &c->arena_cap, c->arena_n + last->len + r->raw_len, 1);
+			if (!a)
 				return fail(c, "out of memory");
+			c->arena = a;
+			memcpy(a + c->arena_n, a + last->off, last->len);
+			last->off = c->arena_n;
+			c->arena_n += last->len;
 		}
 		if (arena_put(c, r->raw, r->raw_len))
 			return fail(c, "out of memory");

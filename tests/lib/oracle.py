@@ -132,16 +132,25 @@ class DDLLoad(threading.Thread):
             self.error = e
 
 
-def run_oracle(base, page_size=16384, undo_tablespaces=0, load_seconds=30, tables=4, table_size=3000):
+def run_oracle(base, page_size=16384, undo_tablespaces=0, load_seconds=30, tables=4, table_size=10000,
+               throttle=4):
     """Runs workload + backup, prepares one copy, replays the other; returns a dict of results."""
-    opts = [f"--innodb-undo-tablespaces={undo_tablespaces}", "--innodb-buffer-pool-size=64M",
-            "--innodb-log-file-size=64M", "--innodb-flush-log-at-trx-commit=1"]
+    # A small buffer pool and eager page flushing: the data files the backup
+    # copies then hold pages at many different LSNs, some newer than parts
+    # of the copied log, so the LSN rules of recovery really matter.
+    opts = [f"--innodb-undo-tablespaces={undo_tablespaces}", "--innodb-buffer-pool-size=16M",
+            "--innodb-log-file-size=64M", "--innodb-flush-log-at-trx-commit=1",
+            "--innodb-max-dirty-pages-pct=5", "--innodb-max-dirty-pages-pct-lwm=1"]
     db = MariaDB(os.path.join(base, "server"), page_size=page_size, options=opts)
     db.install()
     db.start()
     try:
         db.sql("CREATE DATABASE sbtest; CREATE DATABASE ddl")
         db.sysbench("oltp_read_write", "prepare", tables=tables, table_size=table_size)
+        # A clean restart checkpoints: the backup then starts from data files
+        # that hold the tables, not from an empty server.
+        db.stop()
+        db.start()
         ddl = DDLLoad(db, load_seconds)
         ddl.start()
         sb_cmds = []
@@ -154,7 +163,9 @@ def run_oracle(base, page_size=16384, undo_tablespaces=0, load_seconds=30, table
         time.sleep(min(5, load_seconds / 4))
         backup = os.path.join(base, "backup")
         r = subprocess.run(["mariadb-backup", "--no-defaults", "--backup", f"--target-dir={backup}",
-                            f"--socket={db.socket}", "--user=root", f"--datadir={db.datadir}"],
+                            f"--socket={db.socket}", "--user=root", f"--datadir={db.datadir}",
+                            # a slow copy: more log is written while it runs
+                            f"--throttle={throttle}"],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if r.returncode != 0:
             raise RuntimeError("mariadb-backup --backup failed:\n" + r.stdout[-3000:])
@@ -173,7 +184,9 @@ def run_oracle(base, page_size=16384, undo_tablespaces=0, load_seconds=30, table
     shutil.copytree(backup, prepared)
     shutil.copytree(backup, replayed)
     t = time.time()
-    r = subprocess.run(["mariadb-backup", "--no-defaults", "--prepare", f"--target-dir={prepared}"],
+    # backup-my.cnf carries the page size and undo settings the backup needs.
+    r = subprocess.run(["mariadb-backup", f"--defaults-file={prepared}/backup-my.cnf", "--prepare",
+                        f"--target-dir={prepared}"],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     prepare_s = time.time() - t
     if r.returncode != 0:
