@@ -10,7 +10,7 @@
  * must account for every page.
  *
  *   test_libcatcher LIBCATCHER_SO PPL_ELISION_REF   (orchestrator)
- *   test_libcatcher --writer STYLE DATADIR RESULTS   (under LD_PRELOAD) */
+ *   test_libcatcher --writer STYLE DATADIR RESULTS BEHAVIOUR   (under LD_PRELOAD) */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -240,7 +241,36 @@ static void write_aio(int fd, uint8_t *buf)
 	io_destroy(ctx);
 }
 
-static int writer(const char *style, const char *dir, const char *resfile)
+/* A multi-page pwrite split around ACKed pages, where the kernel cuts one
+ * of the real writes short (RLIMIT_FSIZE at page 12): the call must return
+ * what one write would have, the bytes done up to the cut. */
+static int write_limited(const char *behaviour, const char *dir)
+{
+	char path[4096];
+	uint8_t *buf = images();
+	snprintf(path, sizeof path, "%s/db/t1.ibd", dir);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	result("page0", pwrite64(fd, buf, PS, 0), PS); /* the format, learned */
+	signal(SIGXFSZ, SIG_IGN);
+	struct rlimit old, lim;
+	getrlimit(RLIMIT_FSIZE, &old);
+	lim = old;
+	lim.rlim_cur = 12 * PS;
+	setrlimit(RLIMIT_FSIZE, &lim);
+	errno = 4242;
+	ssize_t r = pwrite64(fd, buf + 8 * PS, 8 * PS, 8 * PS);
+	int e = errno;
+	setrlimit(RLIMIT_FSIZE, &old);
+	/* ack: nothing is written, nothing is cut; list: pages 8 | 9 10 ACKed |
+	 * 11 12 cut after 11; others: one write cut after 11 */
+	result("limited_write", r, !strcmp(behaviour, "ack") ? 8 * PS : 4 * PS);
+	result("errno_kept", e, 4242);
+	close(fd);
+	free(buf);
+	return 0;
+}
+
+static int writer(const char *style, const char *dir, const char *resfile, const char *behaviour)
 {
 	results = fopen(resfile, "w");
 	if (!results)
@@ -252,6 +282,14 @@ static int writer(const char *style, const char *dir, const char *resfile)
 	if (fd < 0) {
 		result("open", -1, 0);
 		return 1;
+	}
+	if (!strcmp(style, "limit")) {
+		close(fd);
+		write_limited(behaviour, dir);
+		fprintf(results, "max_op_ms %.0f 0\n", max_op_ms);
+		fclose(results);
+		free(buf);
+		return 0;
 	}
 	if (!strcmp(style, "pwrite"))
 		write_sync(fd, buf, false);
@@ -520,7 +558,7 @@ static void run(const char *style, const struct behaviour *b)
 	snprintf(env_mode, sizeof env_mode, "LIBCATCHER_MODE=%s", b->mode);
 	char datadir[600];
 	snprintf(datadir, sizeof datadir, "%s/data", dir);
-	char *argv[] = {(char *)self, "--writer", (char *)style, datadir, res, NULL};
+	char *argv[] = {(char *)self, "--writer", (char *)style, datadir, res, (char *)b->name, NULL};
 	/* verify_asan_link_order: under PPL_SANITIZE the writer and the
 	 * preloaded library are both instrumented, but the preload comes
 	 * before the ASan runtime in the load order. */
@@ -559,7 +597,10 @@ static void run(const char *style, const struct behaviour *b)
 	}
 	if (rf)
 		fclose(rf);
-	CHECK(nres > 10);
+	CHECK(nres >= (strcmp(style, "limit") ? 10 : 4));
+
+	if (!strcmp(style, "limit"))
+		return; /* only the return values matter there */
 
 	/* the bytes on disk */
 	bool async = !strcmp(style, "uring") || !strcmp(style, "aio");
@@ -676,8 +717,8 @@ static void run(const char *style, const struct behaviour *b)
 
 int main(int argc, char **argv)
 {
-	if (argc == 5 && !strcmp(argv[1], "--writer"))
-		return writer(argv[2], argv[3], argv[4]);
+	if (argc == 6 && !strcmp(argv[1], "--writer"))
+		return writer(argv[2], argv[3], argv[4], argv[5]);
 	if (argc != 3) {
 		fprintf(stderr, "usage: %s LIBCATCHER_SO PPL_ELISION_REF\n", argv[0]);
 		return 2;
@@ -711,6 +752,8 @@ int main(int argc, char **argv)
 	for (size_t s = 0; s < 4; s++)
 		for (size_t b = 0; b < sizeof behaviours / sizeof *behaviours; b++)
 			run(styles[s], &behaviours[b]);
+	for (size_t b = 0; b < 3; b++) /* ack, list, nack */
+		run("limit", &behaviours[b]);
 	if (!check_failures) {
 		char cmd[600];
 		snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
