@@ -1,0 +1,52 @@
+/* FSAL_PPL's export parameters: defaults, validation and the one-line
+ * summary logged at start-up. Parsing is Ganesha's config machinery (the
+ * item table is in ppl_export.c); everything here is plain C. The
+ * parameters are documented in ganesha.conf.example. */
+#ifndef PPL_CONFIG_H
+#define PPL_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PPL_DEFAULT_POOL_SIZE (256ull << 20)
+#define PPL_DEFAULT_BLOCK_SIZE 64u
+#define PPL_DEFAULT_MAX_PER_PAGE 256u
+#define PPL_DEFAULT_APPLY_THREADS 2u
+#define PPL_DEFAULT_PAGE_CACHE_SIZE (64ull << 20)
+#define PPL_DEFAULT_ELISION_ADDRESS "127.0.0.1"
+#define PPL_DEFAULT_ELISION_CLIENTS "127.0.0.1"
+#define PPL_DEFAULT_STATS_INTERVAL 60u
+
+#define PPL_MIN_POOL_SIZE (1ull << 20)
+#define PPL_MAX_BLOCK_SIZE 4096u
+#define PPL_MAX_PER_PAGE_LIMIT 8192u  /* half the largest page size served */
+#define PPL_MAX_APPLY_THREADS 64u
+#define PPL_MIN_PAGE_SIZE 4096u       /* a cache smaller than one page is a mistake */
+#define PPL_MAX_STATS_INTERVAL 86400u
+#define PPL_TOKEN_MAX 256u            /* the elision hello's limit */
+
+struct ppl_config {
+	char *pool_path;
+	uint64_t pool_size;
+	uint32_t block_size;
+	uint32_t max_per_page;
+	uint32_t apply_threads;
+	uint64_t page_cache_size;
+	char *elision_address;
+	uint16_t elision_port;        /* 0: the elision service is off */
+	char *elision_clients;
+	char *elision_token;
+	bool verify;
+	uint32_t stats_interval;      /* seconds; 0: no periodic stats line */
+};
+
+/* Checks every parameter and their combinations. Returns 0, or -1 with a
+ * message in err that names the parameter, the value and what to do. */
+int ppl_config_check(const struct ppl_config *c, char *err, size_t errlen);
+/* "Pool_Path=... Pool_Size=... ..." (the token itself is never shown). */
+int ppl_config_format(const struct ppl_config *c, char *buf, size_t len);
+/* Frees the strings the config parser allocated. */
+void ppl_config_free(struct ppl_config *c);
+
+#endif

@@ -1,0 +1,260 @@
+/* FSAL_PPL file I/O: forwarded to the sub-FSAL, with the engine hooks on
+ * the completion of reads, writes and commits of InnoDB's files (see
+ * ppl_hooks.h for what each hook may do and when it runs). */
+#include "ppl_fsal.h"
+
+#include "fsal_convert.h"
+
+/* Carries our handle through the sub-FSAL's asynchronous completion. */
+struct io_done {
+	struct fsal_obj_handle *obj;
+	struct ppl_export *pexp;
+	fsal_async_cb cb;
+	void *cb_arg;
+};
+
+static fsal_status_t hook_error(int err)
+{
+	return fsalstat(posix2fsal_error(err), err);
+}
+
+/* The sub-FSAL wrote the bytes through; the engine sees them before the
+ * client is told (the reply is sent by done->cb). */
+static void write_done(struct fsal_obj_handle *sub, fsal_status_t ret, void *obj_data, void *caller_data)
+{
+	struct io_done *done = caller_data;
+	struct fsal_io_arg *arg = obj_data;
+	struct fsal_export *saved = op_ctx->fsal_export;
+	struct ppl_handle *h = ppl_handle_of(done->obj);
+
+	(void)sub;
+	op_ctx->fsal_export = &done->pexp->exp;
+	if (!FSAL_IS_ERROR(ret) && h->cls != PPL_FILE_OTHER) {
+		struct ppl_file f;
+		char name[NAME_MAX + 1];
+		int err;
+
+		ppl_file_of(h, &f, name, sizeof(name));
+		err = ppl_hook_write(done->pexp->hooks, &f, arg->offset, arg->iov, arg->iov_count,
+				     arg->io_amount, arg->fsal_stable);
+		if (err)
+			ret = hook_error(err);
+	}
+	done->cb(done->obj, ret, obj_data, done->cb_arg);
+	op_ctx->fsal_export = saved;
+	gsh_free(done);
+}
+
+/* The sub-FSAL filled the buffers; the engine may rebuild pages in them
+ * before the reply goes out. */
+static void read_done(struct fsal_obj_handle *sub, fsal_status_t ret, void *obj_data, void *caller_data)
+{
+	struct io_done *done = caller_data;
+	struct fsal_io_arg *arg = obj_data;
+	struct fsal_export *saved = op_ctx->fsal_export;
+	struct ppl_handle *h = ppl_handle_of(done->obj);
+
+	(void)sub;
+	op_ctx->fsal_export = &done->pexp->exp;
+	if (!FSAL_IS_ERROR(ret) && h->cls != PPL_FILE_OTHER) {
+		struct ppl_file f;
+		char name[NAME_MAX + 1];
+		int err;
+
+		ppl_file_of(h, &f, name, sizeof(name));
+		err = ppl_hook_read(done->pexp->hooks, &f, arg->offset, arg->iov, arg->iov_count, arg->io_amount);
+		if (err)
+			ret = hook_error(err);
+	}
+	done->cb(done->obj, ret, obj_data, done->cb_arg);
+	op_ctx->fsal_export = saved;
+	gsh_free(done);
+}
+
+static struct io_done *io_done_new(struct fsal_obj_handle *obj, fsal_async_cb cb, void *cb_arg)
+{
+	struct io_done *d = gsh_malloc(sizeof(*d));
+
+	d->obj = obj;
+	d->pexp = ppl_ctx_export();
+	d->cb = cb;
+	d->cb_arg = cb_arg;
+	return d;
+}
+
+static void read2(struct fsal_obj_handle *obj, bool bypass, fsal_async_cb cb, struct fsal_io_arg *arg,
+		  void *cb_arg)
+{
+	struct ppl_export *pexp = ppl_ctx_export();
+	struct io_done *d = io_done_new(obj, cb, cb_arg);
+
+	PPL_SUBCALL(pexp, ppl_handle_of(obj)->sub->obj_ops->read2(ppl_handle_of(obj)->sub, bypass, read_done,
+								 arg, d));
+}
+
+static void write2(struct fsal_obj_handle *obj, bool bypass, fsal_async_cb cb, struct fsal_io_arg *arg,
+		   void *cb_arg)
+{
+	struct ppl_export *pexp = ppl_ctx_export();
+	struct io_done *d = io_done_new(obj, cb, cb_arg);
+
+	PPL_SUBCALL(pexp, ppl_handle_of(obj)->sub->obj_ops->write2(ppl_handle_of(obj)->sub, bypass, write_done,
+								  arg, d));
+}
+
+/* The sub-FSAL made the range durable; the engine's part of "durable"
+ * (I2) completes before the COMMIT reply. */
+static fsal_status_t commit2(struct fsal_obj_handle *obj, off_t offset, size_t len)
+{
+	struct ppl_export *pexp = ppl_ctx_export();
+	struct ppl_handle *h = ppl_handle_of(obj);
+	fsal_status_t st;
+
+	PPL_SUBCALL(pexp, st = h->sub->obj_ops->commit2(h->sub, offset, len));
+	if (!FSAL_IS_ERROR(st) && h->cls != PPL_FILE_OTHER) {
+		struct ppl_file f;
+		char name[NAME_MAX + 1];
+		int err;
+
+		ppl_file_of(h, &f, name, sizeof(name));
+		err = ppl_hook_commit(pexp->hooks, &f, (uint64_t)offset, len);
+		if (err)
+			st = hook_error(err);
+	}
+	return st;
+}
+
+static fsal_status_t open2(struct fsal_obj_handle *obj, struct state_t *state, fsal_openflags_t openflags,
+			   enum fsal_create_mode createmode, const char *name, struct fsal_attrlist *attrs_in,
+			   fsal_verifier_t verifier, struct fsal_obj_handle **new_obj,
+			   struct fsal_attrlist *attrs_out, bool *caller_perm_check)
+{
+	struct ppl_export *pexp = ppl_ctx_export();
+	struct fsal_obj_handle *sub = NULL;
+	fsal_status_t st;
+
+	PPL_SUBCALL(pexp, st = ppl_handle_of(obj)->sub->obj_ops->open2(ppl_handle_of(obj)->sub, state, openflags,
+								     createmode, name, attrs_in, verifier, &sub,
+								     attrs_out, caller_perm_check));
+	/* Opened by name (possibly created): a new object to wrap. Opened by
+	 * handle: `obj` itself, nothing to wrap. */
+	if (sub)
+		return ppl_wrap(pexp, sub, name, new_obj, st);
+	return st;
+}
+
+static bool check_verifier(struct fsal_obj_handle *obj, fsal_verifier_t verifier)
+{
+	struct ppl_export *pexp = ppl_ctx_export();
+	bool r;
+
+	PPL_SUBCALL(pexp, r = ppl_handle_of(obj)->sub->obj_ops->check_verifier(ppl_handle_of(obj)->sub, verifier));
+	return r;
+}
+
+static fsal_openflags_t status2(struct fsal_obj_handle *obj, struct state_t *state)
+{
+	struct ppl_export *pexp = ppl_ctx_export();
+	fsal_openflags_t r;
+
+	PPL_SUBCALL(pexp, r = ppl_handle_of(obj)->sub->obj_ops->status2(ppl_handle_of(obj)->sub, state));
+	return r;
+}
+
+static fsal_status_t reopen2(struct fsal_obj_handle *obj, struct state_t *state, fsal_openflags_t openflags)
+{
+	struct ppl_export *pexp = ppl_ctx_export();
+	fsal_status_t st;
+
+	PPL_SUBCALL(pexp, st = ppl_handle_of(obj)->sub->obj_ops->reopen2(ppl_handle_of(obj)->sub, state,
+								       openflags));
+	return st;
+}
+
+static fsal_status_t seek2(struct fsal_obj_handle *obj, struct state_t *state, struct io_info *info)
+{
+	struct ppl_export *pexp = ppl_ctx_export();
+	fsal_status_t st;
+
+	PPL_SUBCALL(pexp, st = ppl_handle_of(obj)->sub->obj_ops->seek2(ppl_handle_of(obj)->sub, state, info));
+	return st;
+}
+
+static fsal_status_t io_advise2(struct fsal_obj_handle *obj, struct state_t *state, struct io_hints *hints)
+{
+	struct ppl_export *pexp = ppl_ctx_export();
+	fsal_status_t st;
+
+	PPL_SUBCALL(pexp, st = ppl_handle_of(obj)->sub->obj_ops->io_advise2(ppl_handle_of(obj)->sub, state,
+									  hints));
+	return st;
+}
+
+static fsal_status_t lock_op2(struct fsal_obj_handle *obj, struct state_t *state, void *owner,
+			      fsal_lock_op_t op, fsal_lock_param_t *req, fsal_lock_param_t *conflict)
+{
+	struct ppl_export *pexp = ppl_ctx_export();
+	fsal_status_t st;
+
+	PPL_SUBCALL(pexp, st = ppl_handle_of(obj)->sub->obj_ops->lock_op2(ppl_handle_of(obj)->sub, state, owner,
+									op, req, conflict));
+	return st;
+}
+
+static fsal_status_t lease_op2(struct fsal_obj_handle *obj, struct state_t *state, void *owner,
+			       fsal_deleg_t deleg)
+{
+	struct ppl_export *pexp = ppl_ctx_export();
+	fsal_status_t st;
+
+	PPL_SUBCALL(pexp, st = ppl_handle_of(obj)->sub->obj_ops->lease_op2(ppl_handle_of(obj)->sub, state, owner,
+									 deleg));
+	return st;
+}
+
+static fsal_status_t close2(struct fsal_obj_handle *obj, struct state_t *state)
+{
+	struct ppl_export *pexp = ppl_ctx_export();
+	fsal_status_t st;
+
+	PPL_SUBCALL(pexp, st = ppl_handle_of(obj)->sub->obj_ops->close2(ppl_handle_of(obj)->sub, state));
+	return st;
+}
+
+static fsal_status_t close_global(struct fsal_obj_handle *obj)
+{
+	struct ppl_export *pexp = ppl_ctx_export();
+	fsal_status_t st;
+
+	PPL_SUBCALL(pexp, st = ppl_handle_of(obj)->sub->obj_ops->close(ppl_handle_of(obj)->sub));
+	return st;
+}
+
+static fsal_status_t fallocate(struct fsal_obj_handle *obj, struct state_t *state, uint64_t offset,
+			       uint64_t length, bool allocate)
+{
+	struct ppl_export *pexp = ppl_ctx_export();
+	fsal_status_t st;
+
+	PPL_SUBCALL(pexp, st = ppl_handle_of(obj)->sub->obj_ops->fallocate(ppl_handle_of(obj)->sub, state, offset,
+									 length, allocate));
+	return st;
+}
+
+void ppl_file_ops_init(struct fsal_obj_ops *ops)
+{
+	ops->open2 = open2;
+	ops->check_verifier = check_verifier;
+	ops->status2 = status2;
+	ops->reopen2 = reopen2;
+	ops->read2 = read2;
+	ops->write2 = write2;
+	ops->seek2 = seek2;
+	ops->io_advise2 = io_advise2;
+	ops->commit2 = commit2;
+	ops->lock_op2 = lock_op2;
+	ops->lease_op2 = lease_op2;
+	ops->close2 = close2;
+	ops->close = close_global;
+	ops->fallocate = fallocate;
+}

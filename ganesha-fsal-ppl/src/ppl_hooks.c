@@ -1,0 +1,212 @@
+/* The engine hooks as they stand before the engine is attached: classify,
+ * count, log at debug level. See ppl_hooks.h for where each is called. */
+#include "config.h"
+#include "log.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ppl_hooks.h"
+
+struct ppl_hooks {
+	struct ppl_hook_counts c; /* updated with relaxed atomics */
+};
+
+static const char *const class_names[PPL_FILE_CLASS_COUNT] = {
+	[PPL_FILE_OTHER] = "other",
+	[PPL_FILE_REDO_LOG] = "redo_log",
+	[PPL_FILE_REDO_NEW] = "redo_new",
+	[PPL_FILE_TABLESPACE] = "tablespace",
+	[PPL_FILE_SYSTEM_TS] = "system_ts",
+	[PPL_FILE_UNDO_TS] = "undo_ts",
+	[PPL_FILE_UNRESOLVED] = "unresolved",
+};
+
+static const char *const op_names[PPL_OP_COUNT] = {
+	[PPL_OP_READ] = "read",
+	[PPL_OP_WRITE] = "write",
+	[PPL_OP_COMMIT] = "commit",
+	[PPL_OP_RESIZE] = "resize",
+	[PPL_OP_UNLINK] = "unlink",
+	[PPL_OP_RENAME_FROM] = "rename_from",
+	[PPL_OP_RENAME_TO] = "rename_to",
+};
+
+const char *ppl_file_class_name(enum ppl_file_class cls)
+{
+	return cls < PPL_FILE_CLASS_COUNT ? class_names[cls] : "?";
+}
+
+static bool all_digits(const char *s)
+{
+	if (*s == '\0')
+		return false;
+	for (; *s; s++)
+		if (!isdigit((unsigned char)*s))
+			return false;
+	return true;
+}
+
+enum ppl_file_class ppl_classify(const char *name)
+{
+	size_t n;
+
+	if (name == NULL)
+		return PPL_FILE_UNRESOLVED;
+	if (strcmp(name, "ib_logfile0") == 0)
+		return PPL_FILE_REDO_LOG;
+	if (strcmp(name, "ib_logfile101") == 0)
+		return PPL_FILE_REDO_NEW;
+	if (strncmp(name, "ibdata", 6) == 0 && all_digits(name + 6))
+		return PPL_FILE_SYSTEM_TS;
+	if (strncmp(name, "undo", 4) == 0 && all_digits(name + 4))
+		return PPL_FILE_UNDO_TS;
+	n = strlen(name);
+	if (n > 4 && strcmp(name + n - 4, ".ibd") == 0)
+		return PPL_FILE_TABLESPACE;
+	return PPL_FILE_OTHER;
+}
+
+bool ppl_class_has_pages(enum ppl_file_class cls)
+{
+	return cls == PPL_FILE_TABLESPACE || cls == PPL_FILE_SYSTEM_TS || cls == PPL_FILE_UNDO_TS;
+}
+
+struct ppl_hooks *ppl_hooks_create(void)
+{
+	return calloc(1, sizeof(struct ppl_hooks));
+}
+
+void ppl_hooks_destroy(struct ppl_hooks *h)
+{
+	free(h);
+}
+
+static void count(struct ppl_hooks *h, enum ppl_file_class cls, enum ppl_op op, uint64_t bytes)
+{
+	__atomic_fetch_add(&h->c.ops[cls][op], 1, __ATOMIC_RELAXED);
+	if (bytes)
+		__atomic_fetch_add(&h->c.bytes[cls][op], bytes, __ATOMIC_RELAXED);
+}
+
+void ppl_hooks_snapshot(struct ppl_hooks *h, struct ppl_hook_counts *out)
+{
+	for (int c = 0; c < PPL_FILE_CLASS_COUNT; c++)
+		for (int o = 0; o < PPL_OP_COUNT; o++) {
+			out->ops[c][o] = __atomic_load_n(&h->c.ops[c][o], __ATOMIC_RELAXED);
+			out->bytes[c][o] = __atomic_load_n(&h->c.bytes[c][o], __ATOMIC_RELAXED);
+		}
+}
+
+/* snprintf-style append that keeps counting past the end of buf. */
+static size_t append(char *buf, size_t len, size_t used, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static size_t append(char *buf, size_t len, size_t used, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(used < len ? buf + used : NULL, used < len ? len - used : 0, fmt, ap);
+	va_end(ap);
+	return used + (n > 0 ? (size_t)n : 0);
+}
+
+int ppl_hook_counts_format(const struct ppl_hook_counts *c, char *buf, size_t len)
+{
+	size_t used = 0;
+
+	if (len)
+		buf[0] = '\0';
+	/* Only InnoDB's files: "other" is plain pass-through traffic. */
+	for (int cls = PPL_FILE_REDO_LOG; cls < PPL_FILE_CLASS_COUNT; cls++) {
+		const char *sep = used ? "; " : "";
+		bool named = false;
+
+		for (int op = 0; op < PPL_OP_COUNT; op++) {
+			if (c->ops[cls][op] == 0)
+				continue;
+			if (!named)
+				used = append(buf, len, used, "%s%s:", sep, class_names[cls]);
+			used = append(buf, len, used, "%s %s %" PRIu64, named ? "," : "", op_names[op],
+				      c->ops[cls][op]);
+			if (op == PPL_OP_READ || op == PPL_OP_WRITE)
+				used = append(buf, len, used, "/%" PRIu64 " B", c->bytes[cls][op]);
+			named = true;
+		}
+	}
+	if (used == 0)
+		used = append(buf, len, used, "no InnoDB file activity");
+	return (int)used;
+}
+
+static size_t iov_total(const struct iovec *iov, int iovcnt)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < iovcnt; i++)
+		n += iov[i].iov_len;
+	return n;
+}
+
+int ppl_hook_write(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset,
+		   const struct iovec *iov, int iovcnt, size_t len, bool stable)
+{
+	count(h, f->cls, PPL_OP_WRITE, len);
+	LogDebug(COMPONENT_FSAL, "PPL: write %s %s (fileid %" PRIu64 ") offset %" PRIu64
+		 " length %zu of %zu in %d buffers%s", ppl_file_class_name(f->cls),
+		 f->name ? f->name : "(name unknown)", f->fileid, offset, len, iov_total(iov, iovcnt),
+		 iovcnt, stable ? " stable" : "");
+	return 0;
+}
+
+int ppl_hook_commit(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, size_t len)
+{
+	count(h, f->cls, PPL_OP_COMMIT, 0);
+	LogDebug(COMPONENT_FSAL, "PPL: commit %s %s (fileid %" PRIu64 ") offset %" PRIu64 " length %zu",
+		 ppl_file_class_name(f->cls), f->name ? f->name : "(name unknown)", f->fileid, offset,
+		 len);
+	return 0;
+}
+
+int ppl_hook_read(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset,
+		  struct iovec *iov, int iovcnt, size_t len)
+{
+	count(h, f->cls, PPL_OP_READ, len);
+	LogDebug(COMPONENT_FSAL, "PPL: read %s %s (fileid %" PRIu64 ") offset %" PRIu64
+		 " length %zu in %d buffers of %zu", ppl_file_class_name(f->cls),
+		 f->name ? f->name : "(name unknown)", f->fileid, offset, len, iovcnt,
+		 iov_total(iov, iovcnt));
+	return 0;
+}
+
+void ppl_hook_resize(struct ppl_hooks *h, const struct ppl_file *f, uint64_t new_size)
+{
+	count(h, f->cls, PPL_OP_RESIZE, 0);
+	LogDebug(COMPONENT_FSAL, "PPL: resize %s %s (fileid %" PRIu64 ") to %" PRIu64,
+		 ppl_file_class_name(f->cls), f->name ? f->name : "(name unknown)", f->fileid,
+		 new_size);
+}
+
+void ppl_hook_unlink(struct ppl_hooks *h, const struct ppl_file *f)
+{
+	count(h, f->cls, PPL_OP_UNLINK, 0);
+	LogDebug(COMPONENT_FSAL, "PPL: unlink %s %s (fileid %" PRIu64 ")", ppl_file_class_name(f->cls),
+		 f->name ? f->name : "(name unknown)", f->fileid);
+}
+
+void ppl_hook_rename(struct ppl_hooks *h, const struct ppl_file *from, const struct ppl_file *to,
+		     const struct ppl_file *replaced)
+{
+	count(h, from->cls, PPL_OP_RENAME_FROM, 0);
+	count(h, to->cls, PPL_OP_RENAME_TO, 0);
+	if (replaced)
+		count(h, replaced->cls, PPL_OP_UNLINK, 0);
+	LogDebug(COMPONENT_FSAL, "PPL: rename %s %s -> %s %s (fileid %" PRIu64 ")%s%s",
+		 ppl_file_class_name(from->cls), from->name ? from->name : "?",
+		 ppl_file_class_name(to->cls), to->name ? to->name : "?", from->fileid,
+		 replaced ? ", replacing " : "", replaced ? ppl_file_class_name(replaced->cls) : "");
+}

@@ -1,0 +1,96 @@
+/* The seam between FSAL_PPL's NFS plumbing and the storage engine.
+ *
+ * The FSAL classifies every file by name (ppl_classify) and calls one of
+ * these hooks at the exact point where the engine has to act; nothing here
+ * knows Ganesha's types, so the engine side can be written and tested
+ * without it. Today each hook does what is real without the engine: it
+ * counts the operation per file class and logs it at debug level. The
+ * engine attaches by filling in the bodies in ppl_hooks.c; the call sites
+ * and their guarantees (below) stay as they are.
+ *
+ * Ordering guarantees given by the call sites:
+ * - ppl_hook_write: called after the sub-FSAL wrote the bytes (written
+ *   through, durable if `stable`), before the NFS reply is sent. A nonzero
+ *   return (an errno) fails the WRITE instead of acknowledging it: this is
+ *   where redo is ingested before the ack (I2) and where the log-wrap guard
+ *   may block (I3).
+ * - ppl_hook_commit: after the sub-FSAL's COMMIT succeeded, before the
+ *   reply; nonzero fails the COMMIT.
+ * - ppl_hook_read: after the sub-FSAL filled the buffers, before the reply;
+ *   the hook may rewrite the bytes in place (rebuilt pages). Nonzero fails
+ *   the READ rather than serve a page that may be wrong.
+ * - ppl_hook_resize: after a size change (SETATTR size) succeeded.
+ * - ppl_hook_unlink / ppl_hook_rename: after the sub-FSAL did it.
+ * All hooks may run concurrently from Ganesha's worker threads. */
+#ifndef PPL_HOOKS_H
+#define PPL_HOOKS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+enum ppl_file_class {
+	PPL_FILE_OTHER = 0,    /* not InnoDB's: passes through untouched */
+	PPL_FILE_REDO_LOG,     /* ib_logfile0 */
+	PPL_FILE_REDO_NEW,     /* ib_logfile101: a log being re-created, renamed to ib_logfile0 */
+	PPL_FILE_TABLESPACE,   /* *.ibd */
+	PPL_FILE_SYSTEM_TS,    /* ibdata[0-9]* */
+	PPL_FILE_UNDO_TS,      /* undo[0-9]* */
+	PPL_FILE_UNRESOLVED,   /* regular file reached by handle only, name never seen */
+	PPL_FILE_CLASS_COUNT
+};
+
+/* Class of a regular file by its name (the last path component). */
+enum ppl_file_class ppl_classify(const char *name);
+const char *ppl_file_class_name(enum ppl_file_class cls);
+/* Files made of InnoDB pages: tablespaces, system and undo tablespaces. */
+bool ppl_class_has_pages(enum ppl_file_class cls);
+
+/* One file as the hooks see it. `fileid` is the sub-FSAL's file id (the
+ * inode number for FSAL_VFS); `name` is the name the FSAL last saw for it,
+ * or NULL when it was reached by handle only. */
+struct ppl_file {
+	enum ppl_file_class cls;
+	uint64_t fileid;
+	const char *name;
+};
+
+enum ppl_op {
+	PPL_OP_READ,
+	PPL_OP_WRITE,
+	PPL_OP_COMMIT,
+	PPL_OP_RESIZE,
+	PPL_OP_UNLINK,
+	PPL_OP_RENAME_FROM,
+	PPL_OP_RENAME_TO,
+	PPL_OP_COUNT
+};
+
+struct ppl_hook_counts {
+	uint64_t ops[PPL_FILE_CLASS_COUNT][PPL_OP_COUNT];
+	uint64_t bytes[PPL_FILE_CLASS_COUNT][PPL_OP_COUNT]; /* READ and WRITE only */
+};
+
+struct ppl_hooks;
+
+struct ppl_hooks *ppl_hooks_create(void);
+void ppl_hooks_destroy(struct ppl_hooks *h);
+void ppl_hooks_snapshot(struct ppl_hooks *h, struct ppl_hook_counts *out);
+/* "redo_log: write 3/1536 B commit 1; tablespace: read 2/32768 B ..." for
+ * the classes and operations that happened; "no InnoDB file activity"
+ * otherwise. Returns the length (as snprintf). */
+int ppl_hook_counts_format(const struct ppl_hook_counts *c, char *buf, size_t len);
+
+int ppl_hook_write(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset,
+		   const struct iovec *iov, int iovcnt, size_t len, bool stable);
+int ppl_hook_commit(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, size_t len);
+int ppl_hook_read(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset,
+		  struct iovec *iov, int iovcnt, size_t len);
+void ppl_hook_resize(struct ppl_hooks *h, const struct ppl_file *f, uint64_t new_size);
+void ppl_hook_unlink(struct ppl_hooks *h, const struct ppl_file *f);
+/* `replaced` is the file the rename overwrote at the destination, or NULL. */
+void ppl_hook_rename(struct ppl_hooks *h, const struct ppl_file *from, const struct ppl_file *to,
+		     const struct ppl_file *replaced);
+
+#endif
