@@ -5,9 +5,10 @@
  *   bench_libcatcher loop FILE SIZE N   N pwrite64 calls of SIZE bytes at
  *                                       page-aligned offsets of FILE;
  *                                       prints the best ns/call of 5 rounds
- *   bench_libcatcher rtt FILE N         N pwrite64 calls of valid 16 KiB
- *                                       pages (each one question to the
- *                                       storage node); prints p50/p99/max
+ *   bench_libcatcher rtt FILE N [K]     N pwrite64 calls of K (default 1)
+ *                                       valid 16 KiB pages each (one
+ *                                       pipelined exchange of K questions
+ *                                       per call); prints p50/p99/max
  *                                       latency per call in microseconds */
 #include <fcntl.h>
 #include <stdio.h>
@@ -78,14 +79,17 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "rtt")) {
 		long n = atol(argv[3]);
+		uint32_t k = argc > 4 ? (uint32_t)atol(argv[4]) : 1;
+		if (k < 1 || k > SPAN)
+			return 2;
 		uint8_t *pages = aligned_alloc(4096, (size_t)PS * SPAN);
 		for (uint32_t i = 0; i < SPAN; i++)
 			make_page(pages + (size_t)i * PS, i, 1000 + i);
 		double *lat = malloc(sizeof *lat * (size_t)n);
 		for (long i = 0; i < n; i++) {
-			uint32_t pg = (uint32_t)(i % SPAN);
+			uint32_t pg = (uint32_t)((i * k) % (SPAN - k + 1));
 			double t = now_ns();
-			if (pwrite(fd, pages + (size_t)pg * PS, PS, (off_t)pg * PS) != PS)
+			if (pwrite(fd, pages + (size_t)pg * PS, (size_t)k * PS, (off_t)pg * PS) != (ssize_t)(k * PS))
 				return 1;
 			lat[i] = (now_ns() - t) / 1e3;
 		}
