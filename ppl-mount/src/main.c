@@ -115,9 +115,10 @@ int main(int argc, char **argv)
 	double timeout = 30;
 	struct ops_config ocfg = { .attr_timeout = 1.0, .direct_io_all = 0 };
 	struct fuse_args fargs = FUSE_ARGS_INIT(0, NULL);
+	const char *fuse_o[64];
+	int n_o = 0;
 	int c;
 
-	fuse_opt_add_arg(&fargs, argv[0]);
 	while ((c = getopt_long(argc, argv, "fdc:j:t:o:hV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'f': foreground = 1; break;
@@ -159,8 +160,11 @@ int main(int argc, char **argv)
 				return 2;
 			break;
 		case 'o':
-			fuse_opt_add_arg(&fargs, "-o");
-			fuse_opt_add_arg(&fargs, optarg);
+			if (n_o == (int)(sizeof fuse_o / sizeof fuse_o[0])) {
+				fprintf(stderr, "ppl-mount: too many -o options; join them with ','\n");
+				return 2;
+			}
+			fuse_o[n_o++] = optarg;
 			break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("ppl-mount %s\n", VERSION); return 0;
@@ -180,6 +184,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ppl-mount: '%s' is not an nfs:// URL (expected "
 			"nfs://HOST/EXPORT[?nfsport=N&mountport=N])\n", url);
 		return 2;
+	}
+	fuse_opt_add_arg(&fargs, argv[0]);
+	for (int i = 0; i < n_o; i++) {
+		fuse_opt_add_arg(&fargs, "-o");
+		fuse_opt_add_arg(&fargs, fuse_o[i]);
 	}
 	if (debug)
 		fuse_opt_add_arg(&fargs, "-d");

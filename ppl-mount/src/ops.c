@@ -15,6 +15,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "reply.h"
 #include "writeback.h"
 
@@ -534,18 +535,29 @@ static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		fuse_reply_write(req, (size_t)r);
 }
 
-/* close(): like the kernel NFS client, commit so that errors surface at
- * close and the next opener (anywhere) sees the data. */
+/* close() of any copy of a descriptor (also in every fork()ed child that
+ * closes inherited descriptors) lands here. It does not COMMIT: POSIX
+ * promises nothing about durability at close, write errors were already
+ * reported by write() (writes are synchronous), and a COMMIT here would
+ * make every such close wait for the server. Durability is fsync's job. */
 static void ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	(void)ino;
 	(void)fi;
-	fuse_reply_err(req, -writeback_flush(node_of(ino)));
+	fuse_reply_err(req, 0);
 }
 
+/* The last close: commit what is kept so the memory is freed. Nobody waits
+ * for this reply, so a failure can only be logged; the data stays kept and
+ * a later fsync through another open retries it. */
 static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)fi;
-	fuse_reply_err(req, -writeback_flush(node_of(ino)));
+	int e = writeback_flush(node_of(ino));
+	if (e)
+		log_msg("COMMIT after the last close failed (%s); the data is kept for the next "
+			"fsync of this file", strerror(-e));
+	fuse_reply_err(req, 0);
 }
 
 static void ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)

@@ -196,9 +196,9 @@ static void note_state(struct pool *p, int down, const char *why)
 		log_msg("NFS server reachable again");
 }
 
-int pool_run(struct pool *p, struct call *calls, int n)
+static int run(struct pool *p, struct call *calls, int n, int timeout_ms)
 {
-	int64_t deadline = p->cfg.timeout_ms ? now_ms() + p->cfg.timeout_ms : 0;
+	int64_t deadline = timeout_ms ? now_ms() + timeout_ms : 0;
 	int backoff = 50;
 
 	for (;;) {
@@ -254,6 +254,11 @@ int pool_run(struct pool *p, struct call *calls, int n)
 		if (backoff < 1000)
 			backoff *= 2;
 	}
+}
+
+int pool_run(struct pool *p, struct call *calls, int n)
+{
+	return run(p, calls, n, p->cfg.timeout_ms);
 }
 
 int pool_call(struct pool *p, enum proc proc, void *args, struct reply *r)
