@@ -66,7 +66,7 @@ class MariaDB:
     def sql(self, statement, db=None, check=True):
         args = ["mariadb", "--no-defaults", "-uroot", f"--socket={self.socket}", "-N", "-B", "-e", statement]
         if db:
-            args.insert(1, f"--database={db}")
+            args.insert(2, f"--database={db}")  # --no-defaults must stay first
         r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if check and r.returncode != 0:
             raise RuntimeError(f"SQL failed: {statement[:200]}\n{r.stderr}")
