@@ -262,10 +262,20 @@ static bool parse_args(void *parse_node, struct config_error_type *err_type, str
 {
 	char err[512];
 
+	bool was_bogus = err_type->bogus, bogus;
+	int rc;
+
 	memset(args, 0, sizeof(*args));
-	if (load_config_from_node(parse_node, &ppl_block, args, true, err_type) != 0) {
-		LogCrit(COMPONENT_FSAL, "PPL: export %s refused: its FSAL block has errors (the CONFIG "
-			"lines that follow name them); fix ganesha.conf and restart", export_path());
+	/* Ganesha only warns about unknown parameters; for ours a typo would
+	 * silently run the engine with a default, so it refuses the export. */
+	err_type->bogus = false;
+	rc = load_config_from_node(parse_node, &ppl_block, args, true, err_type);
+	bogus = err_type->bogus;
+	err_type->bogus = was_bogus || bogus;
+	if (rc != 0 || bogus) {
+		LogCrit(COMPONENT_FSAL, "PPL: export %s refused: its FSAL block has %s (the CONFIG "
+			"lines that follow name them); fix ganesha.conf and restart", export_path(),
+			bogus ? "unknown parameters" : "errors");
 		ppl_config_free(&args->cfg);
 		gsh_free(args->subfsal.name);
 		return false;

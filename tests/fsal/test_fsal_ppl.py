@@ -1,0 +1,329 @@
+"""FSAL_PPL loaded by Debian's ganesha.nfsd, stacked over FSAL_VFS: files
+round-trip byte-exactly, namespace operations work, InnoDB's files are
+classified and reach the engine hook points, bad parameters refuse the
+export with a clear log line, and the start-up line shows the effective
+configuration."""
+import os
+import random
+import re
+import subprocess
+
+import pytest
+
+from lib import paths
+from lib.ganesha import Ganesha, GaneshaError, free_port
+
+from _libnfs import Client
+
+INNODB_NAMES = ["ib_logfile0", "t1.ibd", "ibdata1", "undo001"]
+
+
+@pytest.fixture(scope="session")
+def plugins_dir():
+    d = os.path.join(paths.build_dir(), "ganesha-fsal-ppl", "plugins")
+    for f in ("libfsalppl.so", "libfsalvfs.so"):
+        if not os.path.exists(os.path.join(d, f)):
+            raise RuntimeError(f"{d}/{f} missing: build the project (target fsalppl) first")
+    return d
+
+
+def ppl_fsal(pool_path, params="", sub="FSAL { Name = VFS; }"):
+    pool = f'Pool_Path = "{pool_path}";' if pool_path else ""
+    return f"FSAL {{ Name = PPL; {pool} {params} {sub} }}"
+
+
+def make_server(tmp_path, plugins_dir, params="", pool=True, sub="FSAL { Name = VFS; }"):
+    export = tmp_path / "export"
+    export.mkdir(exist_ok=True)
+    (tmp_path / "pmem").mkdir(exist_ok=True)
+    pool_path = str(tmp_path / "pmem" / "ppl.pool") if pool else None
+    return Ganesha(tmp_path / "ganesha", export, fsal=ppl_fsal(pool_path, params, sub),
+                   plugins_dir=plugins_dir)
+
+
+@pytest.fixture
+def server(tmp_path, plugins_dir):
+    g = make_server(tmp_path, plugins_dir, params="Stats_Interval = 0;")
+    try:
+        g.start()
+        yield g
+    finally:
+        g.stop()
+
+
+def nfs_cp(src, dst):
+    r = subprocess.run(["nfs-cp", src, dst], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stdout
+
+
+def nfs_cat(url):
+    r = subprocess.run(["nfs-cat", url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    return r.stdout
+
+
+def backing(server, name):
+    with open(os.path.join(server.export_path, name), "rb") as f:
+        return f.read()
+
+
+def stats_at_unexport(server):
+    m = re.search(r"PPL: stats at unexport for \S+: (.*)", server.log_text(since_start=True))
+    assert m, "no final stats line:\n" + server.tail_log()
+    return m.group(1)
+
+
+def stat_fields(line):
+    """'redo_log: write 3/1536 B, commit 1; tablespace: ...' ->
+    {('redo_log', 'write'): (3, 1536), ('redo_log', 'commit'): (1, None), ...}"""
+    out = {}
+    if line == "no InnoDB file activity":
+        return out
+    for part in line.split("; "):
+        cls, ops = part.split(": ", 1)
+        for op in ops.split(", "):
+            name, value = op.split(" ", 1)
+            if "/" in value:
+                n, b = value.rstrip(" B").split("/")
+                out[(cls, name)] = (int(n), int(b))
+            else:
+                out[(cls, name)] = (int(value), None)
+    return out
+
+
+# -- loading and the start-up line ---------------------------------------
+
+def test_startup_line_shows_defaults(server):
+    line = server.wait_log(r"PPL: export (\S+) over FSAL VFS: (.*)", timeout=1)
+    assert line, server.tail_log()
+    assert line.group(1) == server.export_path
+    cfg = line.group(2)
+    pool = os.path.join(os.path.dirname(os.path.dirname(server.log)), "pmem", "ppl.pool")
+    for item in (f"Pool_Path={pool}", "Pool_Size=268435456", "Block_Size=64", "Max_Per_Page=256",
+                 "Apply_Threads=2", "Page_Cache_Size=67108864", "Elision=off", "Elision_Clients=127.0.0.1",
+                 "Elision_Token=(none)", "Verify=off", "Stats_Interval=0"):
+        assert item in cfg.split(), (item, cfg)
+
+
+def test_startup_line_shows_every_setting(tmp_path, plugins_dir):
+    port = free_port()
+    params = (f'Pool_Size = 4194304; Block_Size = 128; Max_Per_Page = 512; Apply_Threads = 4; '
+              f'Page_Cache_Size = 0; Elision_Address = "127.0.0.1"; Elision_Port = {port}; '
+              f'Elision_Clients = "127.0.0.1, 10.1.0.0/16, ::1"; Elision_Token = "hunter2-secret"; '
+              f'Verify = true; Stats_Interval = 7;')
+    with make_server(tmp_path, plugins_dir, params).start() as g:
+        cfg = g.wait_log(r"PPL: export \S+ over FSAL VFS: (.*)", timeout=1).group(1)
+    for item in ("Pool_Size=4194304", "Block_Size=128", "Max_Per_Page=512", "Apply_Threads=4",
+                 "Page_Cache_Size=0", f"Elision=127.0.0.1:{port}", "Elision_Token=(set)", "Verify=on",
+                 "Stats_Interval=7"):
+        assert item in cfg.split(), (item, cfg)
+    assert "Elision_Clients=127.0.0.1, 10.1.0.0/16, ::1" in cfg
+    assert "hunter2" not in g.log_text(), "the token must never be logged"
+
+
+# -- data ----------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["plain.dat"] + INNODB_NAMES)
+@pytest.mark.parametrize("size", [0, 1, 16384, 9 * 1024 * 1024 + 12345])
+def test_round_trip(server, tmp_path, name, size):
+    data = random.Random(size).randbytes(size)
+    src = tmp_path / "src"
+    src.write_bytes(data)
+    nfs_cp(str(src), server.url(name))
+    assert backing(server, name) == data
+    assert nfs_cat(server.url(name)) == data
+
+
+@pytest.mark.parametrize("name", ["plain.dat", "ib_logfile0", "t2.ibd"])
+def test_unaligned_writes_and_reads_match_a_model(server, name):
+    rnd = random.Random(name)
+    size = 2 * 1024 * 1024 + 333
+    model = bytearray(size)
+    with Client(server.url("")) as c:
+        fh = c.open(name, os.O_RDWR | os.O_CREAT)
+        try:
+            c.pwrite(fh, bytes(model), 0)
+            for _ in range(150):
+                off = rnd.randrange(size - 1)
+                n = rnd.randint(1, min(size - off, 200_000))
+                chunk = rnd.randbytes(n)
+                c.pwrite(fh, chunk, off)
+                model[off:off + n] = chunk
+            c.fsync(fh)
+            for _ in range(60):
+                off = rnd.randrange(size)
+                n = rnd.randint(1, 1_500_000)
+                assert c.pread_full(fh, n, off) == bytes(model[off:off + n])
+        finally:
+            c.close_file(fh)
+    assert backing(server, name) == bytes(model)
+
+
+def test_data_survives_kill9_and_restart(server):
+    data = os.urandom(300_001)
+    with Client(server.url("")) as c:
+        c.write_file("ib_logfile0", data)
+        c.write_file("keep.ibd", data[::-1])
+    server.kill9()
+    server.start()
+    with Client(server.url("")) as c:
+        # Handles from before the restart are resolved by name again.
+        assert c.read_file("ib_logfile0") == data
+        assert c.read_file("keep.ibd") == data[::-1]
+
+
+# -- namespace -----------------------------------------------------------
+
+def test_mkdir_rename_unlink_link_symlink(server):
+    exp = server.export_path
+    with Client(server.url("")) as c:
+        c.mkdir("db1")
+        c.mkdir("db2")
+        assert os.path.isdir(os.path.join(exp, "db1"))
+        c.write_file("db1/t1.ibd", b"p" * 16384)
+        c.write_file("db1/t1.frm", b"frm")
+        c.rename("db1/t1.ibd", "db2/t9.ibd")
+        assert not os.path.exists(os.path.join(exp, "db1", "t1.ibd"))
+        assert c.read_file("db2/t9.ibd") == b"p" * 16384
+        c.link("db1/t1.frm", "db2/t1.frm")
+        assert os.stat(os.path.join(exp, "db2", "t1.frm")).st_nlink == 2
+        c.symlink("../db2/t9.ibd", "db1/alias")
+        assert c.readlink("db1/alias") == "../db2/t9.ibd"
+        assert os.readlink(os.path.join(exp, "db1", "alias")) == "../db2/t9.ibd"
+        c.unlink("db1/alias")
+        c.unlink("db1/t1.frm")
+        c.unlink("db2/t1.frm")
+        c.unlink("db2/t9.ibd")
+        c.rmdir("db1")
+        with pytest.raises(OSError):
+            c.read_file("db2/t9.ibd")
+        with pytest.raises(OSError):
+            c.rmdir("no-such-dir")
+    assert os.listdir(exp) == ["db2"] and os.listdir(os.path.join(exp, "db2")) == []
+
+
+# -- classification and hook points --------------------------------------
+
+def test_innodb_files_reach_the_hooks_by_class(server):
+    """Counts by class prove which path each operation took: the plain file
+    never shows up, the log's bytes are counted exactly once, renames and
+    unlinks of InnoDB files are seen, including the log re-creation
+    (ib_logfile101 renamed over ib_logfile0)."""
+    log_bytes = os.urandom(512 * 7)
+    page = os.urandom(16384)
+    with Client(server.url("")) as c:
+        c.write_file("ib_logfile0", log_bytes)            # write + COMMIT
+        c.write_file("plain.txt", b"not InnoDB's" * 1000)
+        assert c.read_file("plain.txt") == b"not InnoDB's" * 1000
+        c.mkdir("db")
+        c.write_file("db/t.ibd", page * 4)
+        fh = c.open("db/t.ibd", os.O_RDONLY)
+        assert c.pread(fh, 16384, 16384) == page           # one page read
+        c.close_file(fh)
+        c.write_file("ib_logfile101", b"\0" * 2048)
+        c.rename("ib_logfile101", "ib_logfile0")           # replaces the old log
+        c.unlink("db/t.ibd")
+    assert server.stop() == 0
+    f = stat_fields(stats_at_unexport(server))
+    assert f[("redo_log", "write")][1] == len(log_bytes)
+    assert f[("redo_log", "commit")][0] >= 1
+    assert f[("tablespace", "write")][1] == 4 * 16384
+    assert f[("tablespace", "read")] == (1, 16384)
+    assert f[("redo_new", "write")][1] == 2048
+    assert f[("redo_new", "rename_from")] == (1, None)
+    assert f[("redo_log", "rename_to")] == (1, None)
+    assert f[("redo_log", "unlink")] == (1, None)      # the replaced log
+    assert f[("tablespace", "unlink")] == (1, None)
+    assert not any(cls in ("other", "unresolved") for cls, _ in f)
+
+
+def test_periodic_stats_line(tmp_path, plugins_dir):
+    with make_server(tmp_path, plugins_dir, "Stats_Interval = 1;").start() as g:
+        with Client(g.url("")) as c:
+            c.write_file("ib_logfile0", b"x" * 4096)
+        m = g.wait_log(r"PPL: stats periodic for \S+: (redo_log: .*)", timeout=5)
+        assert m, g.tail_log()
+        assert stat_fields(m.group(1))[("redo_log", "write")][1] == 4096
+
+
+# -- configuration errors -------------------------------------------------
+
+BAD = [
+    ("", False, "Pool_Path is not set"),
+    ('Pool_Path = "relative/pool";', False, 'Pool_Path "relative/pool" is relative'),
+    ('Pool_Path = "/nonexistent-ppl-dir/pool";', False, "directory /nonexistent-ppl-dir does not exist"),
+    ("Block_Size = 48;", True, "Block_Size = 48: must be a power of two from 64 to 4096"),
+    ("Pool_Size = 1000;", True, "Pool_Size = 1000: must be at least 1048576 bytes"),
+    ("Max_Per_Page = 100;", True, "Max_Per_Page = 100: must be a multiple of Block_Size (64)"),
+    ("Apply_Threads = 0;", True, "Apply_Threads = 0: must be from 1 to 64"),
+    ("Page_Cache_Size = 100;", True, "Page_Cache_Size = 100: use 0 to turn the rebuilt-page cache off"),
+    ('Elision_Address = "localhost";', True, 'Elision_Address "localhost" is not a numeric'),
+    ('Elision_Clients = "127.0.0.1, 10.0.0.0/33";', True, 'Elision_Clients entry "10.0.0.0/33"'),
+    ("Elision_Port = 4000;", True, "Elision_Port = 4000 but Elision_Token is empty"),
+    ("Stats_Interval = 100000;", True, "Stats_Interval = 100000: at most 86400 seconds"),
+    ("Pool_Sise = 5;", True, "its FSAL block has unknown parameters"),
+    ("Block_Size = -3;", True, "its FSAL block has errors"),
+]
+
+
+@pytest.mark.parametrize("params,with_pool,message", BAD, ids=[b[2].split()[0] for b in BAD])
+def test_bad_configuration_refuses_export(tmp_path, plugins_dir, params, with_pool, message):
+    g = make_server(tmp_path, plugins_dir, params, pool=with_pool)
+    try:
+        with pytest.raises(GaneshaError, match="refused export"):
+            g.start(timeout=20)
+    finally:
+        g.stop()
+    m = re.search(r"PPL: export (\S+) refused: (.*)", g.log_text())
+    assert m, g.tail_log()
+    assert m.group(1) == g.export_path
+    assert message in m.group(2), m.group(2)
+
+
+def test_missing_sub_fsal_refuses_export(tmp_path, plugins_dir):
+    g = make_server(tmp_path, plugins_dir, sub="")
+    try:
+        with pytest.raises(GaneshaError, match="refused export"):
+            g.start(timeout=20)
+    finally:
+        g.stop()
+    assert "refused: no sub-FSAL; add FSAL { Name = VFS; }" in g.log_text()
+
+
+# -- the shipped example --------------------------------------------------
+
+def example_fsal_block():
+    """The PPL FSAL block of ganesha.conf.example (balanced braces)."""
+    with open(os.path.join(paths.REPO, "ganesha.conf.example")) as f:
+        text = f.read()
+    start = text.index("FSAL {\n        Name = PPL;")
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start:i + 1]
+    raise AssertionError("unbalanced FSAL block in ganesha.conf.example")
+
+
+def test_example_fsal_block_starts_an_export(tmp_path, plugins_dir):
+    """The documented block, with its paths and addresses moved to this
+    test's, is accepted as is: every parameter name in it is real."""
+    block = example_fsal_block()
+    port = free_port()
+    (tmp_path / "pmem").mkdir()
+    block = re.sub(r'Pool_Path = "[^"]*"', f'Pool_Path = "{tmp_path}/pmem/ppl.pool"', block)
+    block = re.sub(r'Elision_Address = "[^"]*"', 'Elision_Address = "127.0.0.1"', block)
+    block = re.sub(r'Elision_Clients = "[^"]*"', 'Elision_Clients = "127.0.0.1"', block)
+    block = re.sub(r"Elision_Port = \d+", f"Elision_Port = {port}", block)
+    export = tmp_path / "export"
+    export.mkdir()
+    with Ganesha(tmp_path / "ganesha", export, fsal=block, plugins_dir=plugins_dir).start() as g:
+        cfg = g.wait_log(r"PPL: export \S+ over FSAL VFS: (.*)", timeout=1).group(1)
+        assert f"Elision=127.0.0.1:{port}" in cfg and "Max_Per_Page=256" in cfg
+        with Client(g.url("")) as c:
+            c.write_file("ib_logfile0", b"log" * 1000)
+            assert c.read_file("ib_logfile0") == b"log" * 1000
