@@ -29,7 +29,7 @@ static void write_done(struct fsal_obj_handle *sub, fsal_status_t ret, void *obj
 
 	(void)sub;
 	op_ctx->fsal_export = &done->pexp->exp;
-	if (!FSAL_IS_ERROR(ret) && h->cls != PPL_FILE_OTHER) {
+	if (!FSAL_IS_ERROR(ret) && ppl_handle_class(h) != PPL_FILE_OTHER) {
 		struct ppl_file f;
 		char name[NAME_MAX + 1];
 		int err;
@@ -56,7 +56,7 @@ static void read_done(struct fsal_obj_handle *sub, fsal_status_t ret, void *obj_
 
 	(void)sub;
 	op_ctx->fsal_export = &done->pexp->exp;
-	if (!FSAL_IS_ERROR(ret) && h->cls != PPL_FILE_OTHER) {
+	if (!FSAL_IS_ERROR(ret) && ppl_handle_class(h) != PPL_FILE_OTHER) {
 		struct ppl_file f;
 		char name[NAME_MAX + 1];
 		int err;
@@ -111,7 +111,7 @@ static fsal_status_t commit2(struct fsal_obj_handle *obj, off_t offset, size_t l
 	fsal_status_t st;
 
 	PPL_SUBCALL(pexp, st = h->sub->obj_ops->commit2(h->sub, offset, len));
-	if (!FSAL_IS_ERROR(st) && h->cls != PPL_FILE_OTHER) {
+	if (!FSAL_IS_ERROR(st) && ppl_handle_class(h) != PPL_FILE_OTHER) {
 		struct ppl_file f;
 		char name[NAME_MAX + 1];
 		int err;

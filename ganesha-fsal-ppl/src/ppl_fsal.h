@@ -64,6 +64,13 @@ static inline struct ppl_handle *ppl_handle_of(struct fsal_obj_handle *o)
 	return container_of(o, struct ppl_handle, obj);
 }
 
+/* The class without taking the lock: I/O paths check it on every call and
+ * only take the lock (ppl_file_of) for InnoDB's files. */
+static inline enum ppl_file_class ppl_handle_class(struct ppl_handle *h)
+{
+	return __atomic_load_n(&h->cls, __ATOMIC_RELAXED);
+}
+
 /* ppl_export.c */
 fsal_status_t ppl_create_export(struct fsal_module *fsal_hdl, void *parse_node,
 				struct config_error_type *err_type, const struct fsal_up_vector *up_ops);

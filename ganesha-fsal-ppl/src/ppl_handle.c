@@ -24,7 +24,7 @@ void ppl_handle_set_name(struct ppl_export *pexp, struct ppl_handle *h, const ch
 	pthread_mutex_lock(&h->lock);
 	gsh_free(h->name);
 	h->name = copy;
-	h->cls = cls;
+	__atomic_store_n(&h->cls, cls, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&h->lock);
 	handle_key(pexp, h->sub, &key);
 	ppl_classmap_set(&pexp->classes, key.addr, key.len, cls, name);
@@ -167,7 +167,7 @@ static fsal_status_t linkfile(struct fsal_obj_handle *obj, struct fsal_obj_handl
 
 	PPL_SUBCALL(pexp, st = h->sub->obj_ops->link(h->sub, ppl_handle_of(destdir)->sub, name));
 	/* A second name for a file reached only by handle resolves it. */
-	if (!FSAL_IS_ERROR(st) && h->cls == PPL_FILE_UNRESOLVED)
+	if (!FSAL_IS_ERROR(st) && ppl_handle_class(h) == PPL_FILE_UNRESOLVED)
 		ppl_handle_set_name(pexp, h, name);
 	return st;
 }

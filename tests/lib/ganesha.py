@@ -26,7 +26,7 @@ API (everything else is internal):
                           # start(expect_export=False) only waits for the
                           # server itself (for tests of refused exports)
     g.url("dir/file")     # nfs://127.0.0.1/export/dir/file?version=3&nfsport=..&mountport=..
-    g.log                 # path of Ganesha's log file
+    g.log                 # path of Ganesha's log file (g.stderr: its stderr)
     g.log_text()          # its content so far
     g.wait_log(regex, timeout=10)  # the first match (re.Match) or None
     g.stop(timeout=10)    # SIGTERM by pid, SIGKILL by pid after timeout; exit code
@@ -36,7 +36,9 @@ API (everything else is internal):
 
 `fsal` is the text of the export's FSAL block; `plugins_dir` defaults to
 Debian's FSAL directory.  `core_extra`, `export_extra` and `log_extra` are
-raw config lines added to NFS_CORE_PARAM, EXPORT and a LOG block.
+raw config lines added to NFS_CORE_PARAM, EXPORT and a LOG block; `env`
+adds environment variables (e.g. LD_PRELOAD of libasan for a sanitized
+plugin).  Ganesha's stderr goes to <base>/ganesha.stderr.
 Use as a context manager to stop the server on exit.
 """
 import atexit
@@ -120,7 +122,7 @@ def ensure_rpcbind(timeout=10):
 
 class Ganesha:
     def __init__(self, base, export_path, pseudo="/export", fsal="FSAL { Name = VFS; }",
-                 plugins_dir=None, export_id=1, core_extra="", export_extra="", log_extra=""):
+                 plugins_dir=None, export_id=1, core_extra="", export_extra="", log_extra="", env=None):
         self.base = os.path.abspath(base)
         self.export_path = os.path.abspath(export_path)
         self.pseudo = "/" + pseudo.strip("/")
@@ -130,9 +132,11 @@ class Ganesha:
         self.core_extra = core_extra
         self.export_extra = export_extra
         self.log_extra = log_extra
+        self.env = env
         self.conf = os.path.join(self.base, "ganesha.conf")
         self.log = os.path.join(self.base, "ganesha.log")
         self.pidfile = os.path.join(self.base, "ganesha.pid")
+        self.stderr = os.path.join(self.base, "ganesha.stderr")
         self.recovery = os.path.join(self.base, "recovery")
         self.port = None
         self.mnt_port = None
@@ -225,9 +229,12 @@ EXPORT {{
             self._log_offset = 0
         if os.path.exists(self.pidfile):
             os.unlink(self.pidfile)
-        self.proc = subprocess.Popen(
-            [GANESHA, "-F", "-L", self.log, "-f", self.conf, "-N", "NIV_EVENT", "-p", self.pidfile],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # Sanitizer reports (a plugin built with PPL_SANITIZE) go to stderr.
+        with open(self.stderr, "ab") as err:
+            self.proc = subprocess.Popen(
+                [GANESHA, "-F", "-L", self.log, "-f", self.conf, "-N", "NIV_EVENT", "-p", self.pidfile],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                env=dict(os.environ, **self.env) if self.env else None)
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
