@@ -173,6 +173,22 @@ def test_data_survives_kill9_and_restart(server):
         assert c.read_file("keep.ibd") == data[::-1]
 
 
+def test_nfsv4_create_write_read(server):
+    """NFSv4 OPEN with create reaches FSAL_PPL's open2-by-name path; small
+    I/O only (Debian's libnfs cannot send v4 WRITEs of 4000 bytes or more)."""
+    data = os.urandom(3000)
+    src = os.path.join(os.path.dirname(server.log), "v4src")
+    with open(src, "wb") as f:
+        f.write(data)
+    nfs_cp(src, server.url("v4.ibd", version=4))
+    assert backing(server, "v4.ibd") == data
+    assert nfs_cat(server.url("v4.ibd", version=4)) == data
+    assert server.stop() == 0
+    f = stat_fields(stats_at_unexport(server))
+    assert f[("tablespace", "write")][1] == 3000
+    assert f[("tablespace", "read")][1] == 3000
+
+
 # -- namespace -----------------------------------------------------------
 
 def test_mkdir_rename_unlink_link_symlink(server):

@@ -26,6 +26,7 @@ API (everything else is internal):
                           # start(expect_export=False) only waits for the
                           # server itself (for tests of refused exports)
     g.url("dir/file")     # nfs://127.0.0.1/export/dir/file?version=3&nfsport=..&mountport=..
+                          # (url(path, version=4): ?version=4&nfsport=..)
     g.log                 # path of Ganesha's log file (g.stderr: its stderr)
     g.log_text()          # its content so far
     g.wait_log(regex, timeout=10)  # the first match (re.Match) or None
@@ -299,10 +300,14 @@ EXPORT {{
         self.stop()
 
     # -- clients and logs ----------------------------------------------
-    def url(self, path=""):
-        """An NFSv3 URL for libnfs (nfs-cp, nfs-cat, nfs-ls, ppl-mount) with
-        both ports explicit, so that rpcbind is never asked."""
+    def url(self, path="", version=3):
+        """A URL for libnfs (nfs-cp, nfs-cat, nfs-ls, ppl-mount) with the
+        ports explicit, so that rpcbind is never asked.  NFSv3 by default;
+        version=4 names the NFS port only (no MOUNT protocol).  Note that
+        Debian's libnfs 4.0 cannot send NFSv4 WRITEs of 4000 bytes or more."""
         p = self.pseudo.rstrip("/") + "/" + path.lstrip("/")
+        if version == 4:
+            return f"nfs://{HOST}{p}?version=4&nfsport={self.port}"
         return f"nfs://{HOST}{p}?version=3&nfsport={self.port}&mountport={self.mnt_port}"
 
     def log_text(self, since_start=False):
