@@ -356,6 +356,7 @@ fsal_status_t ppl_create_export(struct fsal_module *fsal_hdl, void *parse_node,
 	ppl_config_format(&pexp->cfg, line, sizeof(line));
 	LogEvent(COMPONENT_FSAL, "PPL: export %s over FSAL %s: %s", pexp->fullpath, args.subfsal.name, line);
 	gsh_free(args.subfsal.name);
+	ppl_scan_export(pexp);
 	ppl_stats_start(pexp);
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
 }

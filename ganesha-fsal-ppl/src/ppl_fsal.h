@@ -99,6 +99,9 @@ void ppl_file_ops_init(struct fsal_obj_ops *ops);
 /* ppl_xattr.c */
 void ppl_xattr_ops_init(struct fsal_obj_ops *ops);
 
+/* ppl_scan.c: records the class of the files already in the export. */
+void ppl_scan_export(struct ppl_export *pexp);
+
 /* ppl_stats.c */
 void ppl_stats_start(struct ppl_export *pexp);
 void ppl_stats_stop(struct ppl_export *pexp);

@@ -189,6 +189,44 @@ def test_nfsv4_create_write_read(server):
     assert f[("tablespace", "read")][1] == 3000
 
 
+def test_handles_kept_across_restart_keep_their_class(tmp_path, plugins_dir):
+    """mariadbd keeps writing ib_logfile0 through the NFS handle it had when
+    Ganesha restarts: a handle has no name, so the start-up scan must have
+    classified the file for the write to reach the redo hook."""
+    g = make_server(tmp_path, plugins_dir, "Stats_Interval = 0;")
+    exp = g.export_path
+    os.makedirs(os.path.join(exp, "db1", "deeper"))
+    for name in ("ib_logfile0", "ibdata1", "undo001", "notes.txt", "db1/t.ibd", "db1/t.frm",
+                 "db1/deeper/x.ibd"):
+        with open(os.path.join(exp, name), "wb") as f:
+            f.write(b"\0" * 4096)
+    try:
+        g.start()
+        scan = g.wait_log(r"PPL: export \S+: scanned (\d+) files in \d+ ms: (.*)", timeout=1)
+        assert scan and scan.group(1) == "6", g.tail_log()   # depth 2: db1/deeper is not walked
+        assert scan.group(2) == "redo log found, 1 tablespaces, 1 system, 1 undo, 2 other"
+        with Client(g.url("")) as c:
+            log = c.open("ib_logfile0")
+            page = c.open("db1/t.ibd")
+            c.pwrite(log, b"a" * 512, 0)
+            g.kill9()
+            g.start()
+            c.pwrite(log, b"b" * 512, 512)         # through the old handles only
+            c.fsync(log)
+            assert c.pread(page, 4096, 0) == b"\0" * 4096
+            c.close_file(log)
+            c.close_file(page)
+        assert g.stop() == 0
+        f = stat_fields(stats_at_unexport(g))
+        assert f[("redo_log", "write")] == (1, 512)
+        assert f[("tablespace", "read")] == (1, 4096)
+        assert not any(cls == "unresolved" for cls, _ in f)
+        with open(os.path.join(exp, "ib_logfile0"), "rb") as fl:
+            assert fl.read(1024) == b"a" * 512 + b"b" * 512
+    finally:
+        g.stop()
+
+
 # -- namespace -----------------------------------------------------------
 
 def test_mkdir_rename_unlink_link_symlink(server):
