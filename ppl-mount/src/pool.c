@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,6 +161,13 @@ static int conn_open(struct conn *c, const char *url, int64_t deadline, char *er
 	}
 	c->nfs = nfs;
 	c->rpc = nfs_get_rpc_context(nfs);
+	/* Each connection gets its own XID range: the server's duplicate
+	 * request cache must never mistake one connection's WRITE for another's
+	 * retry. libnfs spaces contexts apart with an unlocked static counter,
+	 * which concurrent reconnects could race on. */
+	static atomic_uint next_range;
+	rpc_set_next_xid(c->rpc, (atomic_fetch_add(&next_range, 1) << 24) |
+				  ((uint32_t)now_ms() & 0x00ffffffu));
 	return 0;
 }
 
