@@ -229,9 +229,11 @@ static int dirent_cmp(struct fsal_obj_handle *parent, const char *name1, fsal_co
 
 /* The file a rename will overwrite, if it is one of InnoDB's: the engine
  * must drop its state (MariaDB's log re-creation renames over
- * ib_logfile0). Returns false if there is none. */
+ * ib_logfile0). Returns false if there is none; else fills `victim` and
+ * copies its handle key (key_len 0 if it does not fit). */
 static bool rename_victim(struct ppl_export *pexp, struct ppl_handle *newdir, const char *new_name,
-			  struct ppl_handle *moving, struct ppl_file *victim, char *name_buf, size_t len)
+			  struct ppl_handle *moving, struct ppl_file *victim, char *name_buf, size_t len,
+			  unsigned char *key_buf, size_t key_cap, size_t *key_len)
 {
 	struct fsal_obj_handle *sub = NULL;
 	fsal_status_t st;
@@ -243,11 +245,16 @@ static bool rename_victim(struct ppl_export *pexp, struct ppl_handle *newdir, co
 	if (FSAL_IS_ERROR(st) || sub == NULL)
 		return false;
 	if (sub->type == REGULAR_FILE && sub->fileid != moving->obj.fileid) {
+		struct gsh_buffdesc key;
+
 		victim->cls = ppl_classify(new_name);
 		victim->fileid = sub->fileid;
 		snprintf(name_buf, len, "%s", new_name);
 		victim->name = name_buf;
 		found = true;
+		handle_key(pexp, sub, &key);
+		*key_len = key.len <= key_cap ? key.len : 0;
+		memcpy(key_buf, key.addr, *key_len);
 	}
 	PPL_SUBCALL(pexp, sub->obj_ops->release(sub));
 	return found;
@@ -260,12 +267,14 @@ static fsal_status_t renamefile(struct fsal_obj_handle *obj, struct fsal_obj_han
 	struct ppl_handle *h = ppl_handle_of(obj);
 	struct ppl_file from, to, victim;
 	char from_name[NAME_MAX + 1], victim_name[NAME_MAX + 1];
+	unsigned char victim_key[256];
+	size_t victim_key_len = 0;
 	bool replaces = false;
 	fsal_status_t st;
 
 	if (obj->type == REGULAR_FILE)
 		replaces = rename_victim(pexp, ppl_handle_of(newdir), new_name, h, &victim, victim_name,
-					 sizeof(victim_name));
+					 sizeof(victim_name), victim_key, sizeof(victim_key), &victim_key_len);
 	PPL_SUBCALL(pexp, st = ppl_handle_of(olddir)->sub->obj_ops->rename(
 				   h->sub, ppl_handle_of(olddir)->sub, old_name, ppl_handle_of(newdir)->sub,
 				   new_name));
@@ -281,6 +290,8 @@ static fsal_status_t renamefile(struct fsal_obj_handle *obj, struct fsal_obj_han
 			from.cls = ppl_classify(old_name);
 	}
 	ppl_handle_set_name(pexp, h, new_name);
+	if (victim_key_len)
+		ppl_classmap_remove(&pexp->classes, victim_key, victim_key_len);
 	to.cls = ppl_classify(new_name);
 	to.fileid = obj->fileid;
 	to.name = new_name;
@@ -326,9 +337,14 @@ static fsal_status_t file_unlink(struct fsal_obj_handle *dir, struct fsal_obj_ha
 	PPL_SUBCALL(pexp, st = ppl_handle_of(dir)->sub->obj_ops->unlink(ppl_handle_of(dir)->sub, h->sub, name));
 	if (!FSAL_IS_ERROR(st) && obj->type == REGULAR_FILE) {
 		struct ppl_file f = { .cls = ppl_classify(name), .fileid = obj->fileid, .name = name };
+		struct gsh_buffdesc key;
 
 		if (f.cls != PPL_FILE_OTHER)
 			ppl_hook_unlink(pexp->hooks, &f);
+		/* Keeps the map as large as the live files (InnoDB does not
+		 * hard-link, so this was the file's only name). */
+		handle_key(pexp, h->sub, &key);
+		ppl_classmap_remove(&pexp->classes, key.addr, key.len);
 	}
 	return st;
 }

@@ -77,7 +77,7 @@ struct ppl_hooks;
 struct ppl_hooks *ppl_hooks_create(void);
 void ppl_hooks_destroy(struct ppl_hooks *h);
 void ppl_hooks_snapshot(struct ppl_hooks *h, struct ppl_hook_counts *out);
-/* "redo_log: write 3/1536 B commit 1; tablespace: read 2/32768 B ..." for
+/* "redo_log: write 3/1536 B, commit 1; tablespace: read 2/32768 B" for
  * the classes and operations that happened; "no InnoDB file activity"
  * otherwise. Returns the length (as snprintf). */
 int ppl_hook_counts_format(const struct ppl_hook_counts *c, char *buf, size_t len);
