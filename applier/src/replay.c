@@ -1,12 +1,11 @@
 /* Recovery without a server (the engine of ppl-replay).
  *
- * Like InnoDB's recovery it works in two phases: parse the log from the
- * checkpoint into per-page lists of mini-transaction records, then visit
- * every page once, in file order, reading it (unless the log initializes
- * it), applying its records with the LSN rules, and writing it back.
- * Records are kept in one arena; each page has a chain of chunks, one per
- * mini-transaction, holding that mtr's records for the page in the
- * server's own encoding (what log_phys_t keeps). */
+ * Like InnoDB's recovery it works in two phases: the log, from the
+ * checkpoint, is fed to the storage engine (ppl/node.h), which indexes the
+ * records per page exactly as the storage node does online; then every
+ * indexed page is visited once, in file order: read from its data file
+ * (unless the log initializes it), rebuilt, and written back. File records
+ * (create, delete, rename, undo truncation) are acted on at the end. */
 #include "ppl/replay.h"
 
 #include <dirent.h>
@@ -21,20 +20,8 @@
 
 #include "ppl/mach.h"
 #include "ppl/page.h"
+#include "ppl/node.h"
 #include "ppl/page_apply.h"
-
-struct chunk {
-	uint64_t start, end;
-	size_t off;
-	uint32_t len;
-	uint32_t next;          /* index+1 in chunks, 0 = none */
-};
-
-struct page {
-	uint64_t key;           /* space << 32 | page_no; 0 = empty slot (space 0 page 0 uses key 1<<63) */
-	uint64_t init_lsn;
-	uint32_t first, last;   /* chunk index+1 */
-};
 
 struct space {
 	uint32_t id;
@@ -52,19 +39,12 @@ struct ctx {
 	const struct ppl_replay_opts *o;
 	struct ppl_replay_result *res;
 	size_t page_size;       /* the server's: from ibdata1 */
-
-	struct page *pages;
-	size_t pages_cap, pages_n;
-
-	struct chunk *chunks;
-	size_t chunks_n, chunks_cap;
-	uint8_t *arena;
-	size_t arena_n, arena_cap;
+	struct ppl_node *node;
 
 	struct space *spaces;
 	size_t spaces_n, spaces_cap;
 
-	uint64_t cur_mtr_start;
+	uint8_t *frame;
 	int failed;
 };
 
@@ -216,190 +196,49 @@ static int scan_dir(struct ctx *c, const char *dir, int depth)
 	return c->failed ? -1 : 0;
 }
 
-/* ---- pages ------------------------------------------------------------- */
-
-static uint64_t page_key(uint32_t space, uint32_t page)
-{
-	uint64_t k = (uint64_t)space << 32 | page;
-	return k ? k : 1ull << 63;
-}
-
-static uint64_t hash64(uint64_t k)
-{
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdull;
-	k ^= k >> 33;
-	return k;
-}
-
-static int pages_rehash(struct ctx *c)
-{
-	size_t ncap = c->pages_cap ? c->pages_cap * 2 : 1 << 16;
-	struct page *n = calloc(ncap, sizeof *n);
-	if (!n)
-		return -1;
-	for (size_t i = 0; i < c->pages_cap; i++) {
-		if (!c->pages[i].key)
-			continue;
-		size_t j = hash64(c->pages[i].key) & (ncap - 1);
-		while (n[j].key)
-			j = (j + 1) & (ncap - 1);
-		n[j] = c->pages[i];
-	}
-	free(c->pages);
-	c->pages = n;
-	c->pages_cap = ncap;
-	return 0;
-}
-
-static struct page *page_get(struct ctx *c, uint32_t space, uint32_t page_no)
-{
-	if ((c->pages_n + 1) * 2 > c->pages_cap && pages_rehash(c))
-		return NULL;
-	uint64_t k = page_key(space, page_no);
-	size_t j = hash64(k) & (c->pages_cap - 1);
-	while (c->pages[j].key && c->pages[j].key != k)
-		j = (j + 1) & (c->pages_cap - 1);
-	if (!c->pages[j].key) {
-		c->pages[j].key = k;
-		c->pages_n++;
-	}
-	return &c->pages[j];
-}
-
-static int arena_put(struct ctx *c, const uint8_t *p, size_t n)
-{
-	uint8_t *a = grow(c->arena, &c->arena_cap, c->arena_n + n, 1);
-	if (!a)
-		return -1;
-	c->arena = a;
-	memcpy(a + c->arena_n, p, n);
-	c->arena_n += n;
-	return 0;
-}
-
-/* Adds a record to its page's chunk for the current mtr. */
-static int keep_record(struct ctx *c, const struct ppl_mtr *m, const struct ppl_rec *r)
-{
-	struct page *pg = page_get(c, r->space_id, r->page_no);
-	if (!pg)
-		return fail(c, "out of memory indexing pages");
-	struct chunk *last = pg->last ? &c->chunks[pg->last - 1] : NULL;
-	if (last && last->start == m->start_lsn) {
-		if (last->off + last->len != c->arena_n) {
-			/* Other pages' records came between: move this page's
-			 * chunk to the end so it stays contiguous (grow first:
-			 * the copy's source is inside the arena). */
-			uint8_t *a = grow(c->arena, &c->arena_cap, c->arena_n + last->len + r->raw_len, 1);
-			if (!a)
-				return fail(c, "out of memory");
-			c->arena = a;
-			memcpy(a + c->arena_n, a + last->off, last->len);
-			last->off = c->arena_n;
-			c->arena_n += last->len;
-		}
-		if (arena_put(c, r->raw, r->raw_len))
-			return fail(c, "out of memory");
-		last->len += (uint32_t)r->raw_len;
-		return 0;
-	}
-	struct chunk *n = grow(c->chunks, &c->chunks_cap, c->chunks_n + 1, sizeof *n);
-	if (!n)
-		return fail(c, "out of memory");
-	c->chunks = n;
-	struct chunk *ch = &c->chunks[c->chunks_n++];
-	ch->start = m->start_lsn;
-	ch->end = m->end_lsn;
-	ch->off = c->arena_n;
-	ch->len = (uint32_t)r->raw_len;
-	ch->next = 0;
-	if (arena_put(c, r->raw, r->raw_len))
-		return fail(c, "out of memory");
-	if (pg->last)
-		c->chunks[pg->last - 1].next = (uint32_t)c->chunks_n;
-	else
-		pg->first = (uint32_t)c->chunks_n;
-	pg->last = (uint32_t)c->chunks_n;
-	return 0;
-}
-
 static void set_name(struct ctx *c, struct space *s, const uint8_t *name, size_t len)
 {
-	(void)c;
 	char *n = malloc(len + 1);
-	if (!n)
+	if (!n) {
+		fail(c, "out of memory");
 		return;
+	}
 	memcpy(n, name, len);
 	n[len] = 0;
 	free(s->logged_name);
 	s->logged_name = n;
 }
 
-static int on_mtr(void *arg, const struct ppl_mtr *m)
+/* File records from the log, in LSN order. */
+static void on_file(void *arg, const struct ppl_node_file_event *e)
 {
 	struct ctx *c = arg;
-	struct ppl_rec_iter it;
-	struct ppl_rec r;
-	int k;
-	ppl_rec_iter_init(&it, m->recs, m->len, c->page_size);
-	while ((k = ppl_rec_next(&it, &r)) > 0) {
-		c->res->records++;
-		switch (r.kind) {
-		case PPL_RK_PAGE:
-			c->res->rec_by_type[r.type >> 4]++;
-			if (r.type == PPL_REC_EXTENDED && r.ext_subtype >= 0 && r.ext_subtype < PPL_EXT_COUNT)
-				c->res->rec_by_ext[r.ext_subtype]++;
-			if (r.type == PPL_REC_INIT_PAGE || r.type == PPL_REC_FREE_PAGE) {
-				/* page_recv_t::will_not_read(): the page will not be
-				 * read, and every earlier record for it, even one
-				 * earlier in this mtr, is void. */
-				struct page *pg = page_get(c, r.space_id, r.page_no);
-				if (!pg)
-					return fail(c, "out of memory");
-				pg->init_lsn = m->start_lsn;
-				pg->first = pg->last = 0;
-			}
-			if (keep_record(c, m, &r))
-				return -1;
-			break;
-		case PPL_RK_TRIM: {
-			c->res->rec_by_ext[PPL_EXT_TRIM_PAGES]++;
-			struct space *s = space_add(c, r.space_id);
-			if (!s)
-				return fail(c, "out of memory");
-			s->trim_lsn = m->start_lsn;
-			s->trim_pages = r.page_no;
-			break;
-		}
-		case PPL_RK_FILE: {
-			c->res->file_recs[(r.type >> 4) - 8]++;
-			struct space *s = space_add(c, r.space_id);
-			if (!s)
-				return fail(c, "out of memory");
-			if (r.type == PPL_FILE_DELETE)
-				s->deleted = true;
-			else if (r.type == PPL_FILE_RENAME)
-				set_name(c, s, r.name2, r.name2_len);
-			else
-				set_name(c, s, r.name, r.name_len);
-			break;
-		}
-		case PPL_RK_CHECKPOINT:
-			c->res->file_recs[4]++;
-			break;
-		case PPL_RK_IGNORED:
-		case PPL_RK_PADDING:
-			break;
-		}
-		if (c->failed)
-			return -1;
+	struct space *s = space_add(c, e->space_id);
+	if (!s) {
+		fail(c, "out of memory");
+		return;
 	}
-	if (k < 0)
-		return fail(c, "mini-transaction at LSN %llu has a checksum but does not parse: %s",
-			    (unsigned long long)m->start_lsn, it.err);
-	c->res->mtrs++;
-	c->res->end_lsn = m->end_lsn;
-	return 0;
+	switch (e->type) {
+	case PPL_FILE_DELETE:
+		s->deleted = true;
+		break;
+	case PPL_FILE_RENAME:
+		set_name(c, s, (const uint8_t *)e->name2, strlen(e->name2));
+		break;
+	case PPL_FILE_CREATE:
+	case PPL_FILE_MODIFY:
+		set_name(c, s, (const uint8_t *)e->name, strlen(e->name));
+		break;
+	case PPL_EXT_TRIM_PAGES:
+		s->trim_lsn = e->lsn;
+		s->trim_pages = e->pages;
+		break;
+	}
+}
+
+static void log_note(void *arg, const char *msg)
+{
+	note(arg, "%s", msg);
 }
 
 /* ---- phase 1: parse ---------------------------------------------------- */
@@ -417,26 +256,25 @@ static int parse_log(struct ctx *c)
 		return fail(c, "cannot open redo log %s: %s", path, strerror(errno));
 	struct stat st;
 	fstat(fd, &st);
-	struct ppl_redo_sink sink = {.arg = c, .on_mtr = on_mtr};
-	struct ppl_redo_reader *r = ppl_redo_reader_new(&ppl_dialect_mariadb_10_8, (uint64_t)st.st_size,
-							   PPL_REDO_FILE_IMAGE, &sink);
-	if (!r) {
-		close(fd);
-		return fail(c, "%s is too small to be a redo log (%lld bytes)", path, (long long)st.st_size);
-	}
+	struct ppl_node *n = c->node;
 	size_t chunk = 8 << 20;
 	uint8_t *b = malloc(chunk);
 	int ret = -1;
+	uint64_t area = ppl_dialect_mariadb_10_8.area_start;
 	if (!b) {
 		fail(c, "out of memory");
 		goto out;
 	}
-	uint64_t area = ppl_dialect_mariadb_10_8.area_start;
+	if (ppl_node_log_open(n, (uint64_t)st.st_size)) {
+		fail(c, "%s is too small to be a redo log (%lld bytes)", path, (long long)st.st_size);
+		goto out;
+	}
 	if (pread(fd, b, area, 0) != (ssize_t)area) {
 		fail(c, "%s: cannot read the header and checkpoint blocks", path);
 		goto out;
 	}
-	ppl_redo_feed(r, 0, b, area);
+	ppl_node_log_write(n, 0, b, area);
+	const struct ppl_redo_reader *r = ppl_node_reader(n);
 	const struct ppl_log_header *h = ppl_redo_header(r);
 	if (!h) {
 		fail(c, "%s: %s", path, ppl_redo_error(r));
@@ -453,35 +291,34 @@ static int parse_log(struct ctx *c)
 	}
 	note(c, "log %s: created by \"%s\", first LSN %llu, checkpoint %llu, starting at %llu", path, h->creator,
 	     (unsigned long long)h->first_lsn, ck ? (unsigned long long)ck->lsn : 0ull, (unsigned long long)start);
-	if (ppl_redo_start_at(r, start)) {
+	if (ppl_node_log_start(n, start)) {
 		fail(c, "start LSN %llu is before the log's first LSN %llu", (unsigned long long)start,
 		     (unsigned long long)h->first_lsn);
 		goto out;
 	}
-	c->res->start_lsn = c->res->end_lsn = start;
+	c->res->start_lsn = start;
 	uint64_t cap = (uint64_t)st.st_size - area, done = 0;
 	uint64_t off = ppl_redo_offset_of(r, start);
 	/* Read the circular area once around from the start point, stopping
 	 * as soon as the reader stalls at the end of the log. */
 	while (done < cap) {
-		size_t n = chunk;
-		if (n > cap - done)
-			n = (size_t)(cap - done);
-		if (n > (uint64_t)st.st_size - off)
-			n = (size_t)((uint64_t)st.st_size - off);
-		ssize_t got = pread(fd, b, n, (off_t)off);
+		size_t len = chunk;
+		if (len > cap - done)
+			len = (size_t)(cap - done);
+		if (len > (uint64_t)st.st_size - off)
+			len = (size_t)((uint64_t)st.st_size - off);
+		ssize_t got = pread(fd, b, len, (off_t)off);
 		if (got <= 0) {
 			fail(c, "%s: read error at offset %llu: %s", path, (unsigned long long)off,
 			     got < 0 ? strerror(errno) : "unexpected end of file");
 			goto out;
 		}
-		c->res->log_bytes += (uint64_t)got;
-		int k = ppl_redo_feed(r, off, b, (size_t)got);
-		if (k) {
-			if (!c->failed)
-				fail(c, "%s", ppl_redo_error(r));
+		if (ppl_node_log_write(n, off, b, (size_t)got)) {
+			fail(c, "%s", ppl_node_error(n));
 			goto out;
 		}
+		if (c->failed)
+			goto out;
 		done += (uint64_t)got;
 		off += (uint64_t)got;
 		if (off == (uint64_t)st.st_size)
@@ -489,28 +326,20 @@ static int parse_log(struct ctx *c)
 		if (ppl_redo_stall(r) != PPL_FRAME_MORE)
 			break;
 	}
-	if (ppl_redo_finish(r)) {
-		fail(c, "%s", ppl_redo_error(r));
+	if (ppl_node_log_finish(n)) {
+		fail(c, "%s", ppl_node_error(n));
 		goto out;
 	}
+	c->res->end_lsn = ppl_node_parsed_lsn(n);
 	c->res->log_bytes = c->res->end_lsn - c->res->start_lsn;
 	ret = 0;
 out:
 	free(b);
-	ppl_redo_reader_free(r);
 	close(fd);
 	return ret;
 }
 
 /* ---- phase 2: apply ---------------------------------------------------- */
-
-static int cmp_page(const void *a, const void *b)
-{
-	uint64_t x = ((const struct page *)a)->key, y = ((const struct page *)b)->key;
-	if (x == 1ull << 63) x = 0;
-	if (y == 1ull << 63) y = 0;
-	return x < y ? -1 : x > y;
-}
 
 static int space_open(struct ctx *c, struct space *s)
 {
@@ -566,121 +395,92 @@ static int space_open(struct ctx *c, struct space *s)
 	return 0;
 }
 
-static int apply_pages(struct ctx *c)
+static void apply_page(void *arg, uint32_t space_id, uint32_t page_no, const struct ppl_node_page_info *info)
 {
-	/* Compact the hash table into a sorted array: file order. */
-	size_t n = 0;
-	for (size_t i = 0; i < c->pages_cap; i++)
-		if (c->pages[i].key)
-			c->pages[n++] = c->pages[i];
-	qsort(c->pages, n, sizeof *c->pages, cmp_page);
-	c->res->pages_touched = n;
-
-	uint8_t *frame = aligned_alloc(4096, 65536);
-	if (!frame)
-		return fail(c, "out of memory");
-	int ret = -1;
-	for (size_t i = 0; i < n; i++) {
-		struct page *pg = &c->pages[i];
-		uint64_t key = pg->key == 1ull << 63 ? 0 : pg->key;
-		uint32_t space_id = (uint32_t)(key >> 32), page_no = (uint32_t)key;
-		struct space *s = space_find(c, space_id);
-		if (s && s->deleted)
-			continue; /* FILE_DELETE: the file is gone, and so is its log */
-		if (!s) {
-			fail(c, "records for space %u (page %u), but no data file and no file record for it",
-			     space_id, page_no);
-			goto out;
+	struct ctx *c = arg;
+	if (c->failed)
+		return;
+	c->res->pages_touched++;
+	struct space *s = space_find(c, space_id);
+	if (s && s->deleted)
+		return; /* FILE_DELETE: the file is gone, and so is its log */
+	if (!s) {
+		fail(c, "records for space %u (page %u), but no data file and no file record for it", space_id,
+		     page_no);
+		return;
+	}
+	if (space_open(c, s))
+		return;
+	size_t ps = s->page_size;
+	uint8_t *frame = c->frame;
+	if (info->from_init || s->fd < 0) {
+		memset(frame, 0, ps);
+	} else {
+		ssize_t got = pread(s->fd, frame, ps, (off_t)page_no * (off_t)ps);
+		if (got < 0) {
+			fail(c, "%s: read error at page %u: %s", s->path, page_no, strerror(errno));
+			return;
 		}
-		if (space_open(c, s))
-			goto out;
-		size_t ps = s->page_size;
-		uint64_t init = pg->init_lsn;
-		if (s->trim_lsn && init < s->trim_lsn)
-			init = s->trim_lsn; /* undo tablespace truncated: older log is void */
-		if (init) {
-			memset(frame, 0, ps);
-		} else if (s->fd >= 0) {
-			ssize_t got = pread(s->fd, frame, ps, (off_t)page_no * (off_t)ps);
-			if (got < 0) {
-				fail(c, "%s: read error at page %u: %s", s->path, page_no, strerror(errno));
-				goto out;
+		if ((size_t)got < ps)
+			memset(frame + got, 0, ps - (size_t)got);
+	}
+	if (c->o->trace && c->o->verbose && space_id == c->o->trace_space && page_no == c->o->trace_page)
+		fprintf(c->o->verbose, "page %u:%u in %s: %u mtrs pending (LSN %llu..%llu), %s, page LSN %llu\n",
+			space_id, page_no, s->path, info->chunks, (unsigned long long)info->first_lsn,
+			(unsigned long long)info->last_lsn, info->from_init ? "initialized by the log" : "read from file",
+			(unsigned long long)ppl_page_lsn(frame));
+	bool changed;
+	struct ppl_apply_error e;
+	enum ppl_apply_status st = ppl_node_rebuild(c->node, space_id, page_no, frame, UINT64_MAX, &changed, &e);
+	if (st != PPL_APPLY_OK) {
+		fail(c, "space %u page %u (%s, %s): %s record %s at byte %u of an mtr: %s", space_id, page_no, s->path,
+		     ppl_page_type_name(ppl_page_type(frame)), st == PPL_APPLY_UNSUPPORTED ? "unsupported" : "corrupt",
+		     ppl_rec_type_name(e.rec_type, e.ext_subtype), e.rec_offset, e.msg);
+		return;
+	}
+	if (!changed) {
+		c->res->pages_skipped_freed++;
+		return;
+	}
+	c->res->pages_written++;
+	if (!c->o->dry_run && pwrite(s->fd, frame, ps, (off_t)page_no * (off_t)ps) != (ssize_t)ps) {
+		fail(c, "%s: write error at page %u: %s", s->path, page_no, strerror(errno));
+		return;
+	}
+	if (page_no == 0 && !c->o->dry_run) {
+		/* Recovery extends a file to the size its header logs. */
+		uint64_t want = (uint64_t)ppl_rd4(frame + PPL_FSP_HEADER_OFFSET + PPL_FSP_SIZE) * ps;
+		struct stat st2;
+		if (!fstat(s->fd, &st2) && (uint64_t)st2.st_size < want) {
+			if (ftruncate(s->fd, (off_t)want)) {
+				fail(c, "%s: cannot extend to %llu bytes: %s", s->path, (unsigned long long)want,
+				     strerror(errno));
+				return;
 			}
-			if ((size_t)got < ps)
-				memset(frame + got, 0, ps - (size_t)got);
-		} else {
-			memset(frame, 0, ps);
-		}
-		struct ppl_page_ref ref = {frame, ps, space_id, page_no};
-		struct ppl_page_replay rp;
-		ppl_replay_begin(&rp, &ref, init);
-		bool trace = c->o->trace && c->o->verbose && space_id == c->o->trace_space && page_no == c->o->trace_page;
-		if (trace)
-			fprintf(c->o->verbose, "page %u:%u in %s: init LSN %llu, page LSN %llu\n", space_id, page_no,
-				s->path, (unsigned long long)init, (unsigned long long)ppl_page_lsn(frame));
-		for (uint32_t ci = pg->first; ci; ci = c->chunks[ci - 1].next) {
-			const struct chunk *ch = &c->chunks[ci - 1];
-			struct ppl_apply_error e;
-			if (trace) {
-				fprintf(c->o->verbose, "  mtr %llu..%llu:", (unsigned long long)ch->start,
-					(unsigned long long)ch->end);
-				struct ppl_rec_iter it;
-				struct ppl_rec r;
-				ppl_rec_iter_init(&it, c->arena + ch->off, ch->len, ps);
-				while (ppl_rec_next(&it, &r) > 0)
-					fprintf(c->o->verbose, " %s(%zu)", ppl_rec_type_name(r.type, r.ext_subtype), r.body_len);
-				fputc('\n', c->o->verbose);
-			}
-			enum ppl_apply_status st = ppl_replay_mtr(&rp, ch->start, ch->end, c->arena + ch->off, ch->len, &e);
-			if (st != PPL_APPLY_OK) {
-				fail(c, "space %u page %u (%s, %s) mtr at LSN %llu: %s record %s at byte %u: %s",
-				     space_id, page_no, s->path, ppl_page_type_name(ppl_page_type(frame)),
-				     (unsigned long long)ch->start, st == PPL_APPLY_UNSUPPORTED ? "unsupported" : "corrupt",
-				     ppl_rec_type_name(e.rec_type, e.ext_subtype), e.rec_offset, e.msg);
-				goto out;
-			}
-		}
-		c->res->mtrs_skipped_lsn += rp.skipped;
-		if (!ppl_replay_finish(&rp)) {
-			c->res->pages_skipped_freed++;
-			continue;
-		}
-		if (page_no == 0)
-			s->page0_written = true;
-		c->res->pages_written++;
-		if (!c->o->dry_run && pwrite(s->fd, frame, ps, (off_t)page_no * (off_t)ps) != (ssize_t)ps) {
-			fail(c, "%s: write error at page %u: %s", s->path, page_no, strerror(errno));
-			goto out;
-		}
-		if (page_no == 0 && !c->o->dry_run) {
-			/* Recovery extends a file to the size its header logs. */
-			uint64_t want = (uint64_t)ppl_rd4(frame + PPL_FSP_HEADER_OFFSET + PPL_FSP_SIZE) * ps;
-			struct stat st;
-			if (!fstat(s->fd, &st) && (uint64_t)st.st_size < want) {
-				if (ftruncate(s->fd, (off_t)want)) {
-					fail(c, "%s: cannot extend to %llu bytes: %s", s->path, (unsigned long long)want,
-					     strerror(errno));
-					goto out;
-				}
-				c->res->files_extended++;
-			}
+			c->res->files_extended++;
 		}
 	}
+}
+
+static int apply_pages(struct ctx *c)
+{
+	c->frame = aligned_alloc(4096, 65536);
+	if (!c->frame)
+		return fail(c, "out of memory");
+	ppl_node_for_each_page(c->node, apply_page, c);
+	if (c->failed)
+		return -1;
 	for (size_t i = 0; i < c->spaces_n; i++) {
 		struct space *s = &c->spaces[i];
 		if (s->trim_lsn && s->fd >= 0 && !c->o->dry_run &&
-		    ftruncate(s->fd, (off_t)s->trim_pages * (off_t)s->page_size)) {
-			fail(c, "%s: cannot truncate: %s", s->path, strerror(errno));
-			goto out;
-		}
+		    ftruncate(s->fd, (off_t)s->trim_pages * (off_t)s->page_size))
+			return fail(c, "%s: cannot truncate: %s", s->path, strerror(errno));
 		if (s->from_new && !s->deleted && !c->o->dry_run) {
 			char to[4096];
 			size_t l = strlen(s->path);
 			snprintf(to, sizeof to, "%.*s.ibd", (int)(l - 4), s->path);
-			if (rename(s->path, to)) {
-				fail(c, "cannot rename %s to %s: %s", s->path, to, strerror(errno));
-				goto out;
-			}
+			if (rename(s->path, to))
+				return fail(c, "cannot rename %s to %s: %s", s->path, to, strerror(errno));
 		}
 		if (s->deleted && s->path && !c->o->dry_run) {
 			if (unlink(s->path) == 0) {
@@ -689,10 +489,7 @@ static int apply_pages(struct ctx *c)
 			}
 		}
 	}
-	ret = 0;
-out:
-	free(frame);
-	return ret;
+	return 0;
 }
 
 int ppl_replay_datadir(const struct ppl_replay_opts *o, struct ppl_replay_result *res)
@@ -707,6 +504,14 @@ int ppl_replay_datadir(const struct ppl_replay_opts *o, struct ppl_replay_result
 		fail(&c, "%s has no readable system tablespace (ibdata1): not an InnoDB datadir?", o->datadir);
 		goto out;
 	}
+	struct ppl_node_config nc = {.page_size = c.page_size, .log_is_file_image = true,
+				     .log = log_note, .log_arg = &c};
+	c.node = ppl_node_new(&nc);
+	if (!c.node) {
+		fail(&c, "out of memory");
+		goto out;
+	}
+	ppl_node_on_file_event(c.node, on_file, &c);
 	if (parse_log(&c))
 		goto out;
 	double t1 = now();
@@ -723,6 +528,17 @@ int ppl_replay_datadir(const struct ppl_replay_opts *o, struct ppl_replay_result
 out:
 	res->total_s = now() - t0;
 	res->spaces = c.spaces_n;
+	if (c.node) {
+		struct ppl_node_stats st;
+		ppl_node_get_stats(c.node, &st);
+		res->mtrs = st.mtrs;
+		res->records = st.records;
+		memcpy(res->rec_by_type, st.rec_by_type, sizeof st.rec_by_type);
+		memcpy(res->rec_by_ext, st.rec_by_ext, sizeof st.rec_by_ext);
+		memcpy(res->file_recs, st.file_recs, sizeof st.file_recs);
+		res->mtrs_skipped_lsn = st.rebuild_mtrs_skipped;
+		ppl_node_free(c.node);
+	}
 	for (size_t i = 0; i < c.spaces_n; i++) {
 		if (c.spaces[i].fd >= 0)
 			close(c.spaces[i].fd);
@@ -730,8 +546,6 @@ out:
 		free(c.spaces[i].logged_name);
 	}
 	free(c.spaces);
-	free(c.pages);
-	free(c.chunks);
-	free(c.arena);
+	free(c.frame);
 	return ret;
 }

@@ -1,0 +1,117 @@
+/* The storage node's engine: redo ingest into a per-page index of pending
+ * records, pages rebuilt from a base image plus those records, the elision
+ * decision, and full page writes that become new bases. No Ganesha and no
+ * file system inside: the embedder (the FSAL, or ppl-replay) reads and
+ * writes data-file pages itself and passes images in.
+ *
+ * Threads: one ingest thread at a time calls ppl_node_log_*; rebuild,
+ * elide, page_written and the space map may be called from any thread. */
+#ifndef PPL_NODE_H
+#define PPL_NODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ppl/page_apply.h"
+#include "ppl/redo.h"
+
+struct ppl_node;
+
+struct ppl_node_config {
+	size_t page_size;        /* the server's innodb_page_size */
+	bool log_is_file_image;  /* fed from a log file, not from a server's writes */
+	size_t tail_slack;       /* see ppl_redo_reader_new(); 0 = 4096 */
+	/* Notes about file-level records (FILE_DELETE, TRIM_PAGES, ...) and
+	 * errors; NULL = silent. */
+	void (*log)(void *arg, const char *msg);
+	void *log_arg;
+};
+
+struct ppl_node_stats {
+	uint64_t log_bytes, mtrs, records, pages_indexed, chunks, chunk_bytes;
+	uint64_t rec_by_type[8], rec_by_ext[PPL_EXT_COUNT], file_recs[5];
+	uint64_t rebuilds, rebuild_mtrs_applied, rebuild_mtrs_skipped, bases_taken, chunks_dropped;
+	uint64_t elide_asked, elide_acked, divergences;
+};
+
+struct ppl_node *ppl_node_new(const struct ppl_node_config *cfg);
+void ppl_node_free(struct ppl_node *n);
+
+/* ---- redo ------------------------------------------------------------- */
+
+/* The log file and its size (MariaDB creates it at full size). */
+int ppl_node_log_open(struct ppl_node *n, uint64_t file_size);
+/* Bytes written to ib_logfile0 at off. 0, or -1 if the log is damaged
+ * (ppl_node_error()); records before the damage stay indexed. */
+int ppl_node_log_write(struct ppl_node *n, uint64_t off, const void *buf, size_t len);
+/* Start parsing at lsn (a checkpoint, or the restart point). */
+int ppl_node_log_start(struct ppl_node *n, uint64_t lsn);
+/* No more log will come (batch use). */
+int ppl_node_log_finish(struct ppl_node *n);
+uint64_t ppl_node_parsed_lsn(const struct ppl_node *n);
+const struct ppl_redo_reader *ppl_node_reader(const struct ppl_node *n);
+const char *ppl_node_error(const struct ppl_node *n);
+
+/* ---- pages ------------------------------------------------------------ */
+
+/* What the index holds for a page. */
+struct ppl_node_page_info {
+	bool known;              /* the log touched it since its last base */
+	bool from_init;          /* the log (re)initializes it: no base needed */
+	bool freed;              /* the last record for it frees it */
+	bool diverged;           /* a rebuild differed from a real write: full writes only */
+	uint64_t init_lsn, first_lsn, last_lsn; /* start of first pending mtr, end of last */
+	unsigned chunks;
+	size_t bytes;
+};
+bool ppl_node_page_info(struct ppl_node *n, uint32_t space, uint32_t page_no, struct ppl_node_page_info *out);
+
+/* Applies the pending records to `frame` (the data-file page, or anything
+ * if the page is initialized by the log), up to and including mtrs ending
+ * at or below upto_lsn (UINT64_MAX = all). Returns PPL_APPLY_OK and sets
+ * *changed when records were applied. */
+enum ppl_apply_status ppl_node_rebuild(struct ppl_node *n, uint32_t space, uint32_t page_no, uint8_t *frame,
+				       uint64_t upto_lsn, bool *changed, struct ppl_apply_error *err);
+
+/* Visits every indexed page in (space, page) order. */
+void ppl_node_for_each_page(struct ppl_node *n, void (*fn)(void *arg, uint32_t space, uint32_t page_no,
+							  const struct ppl_node_page_info *info),
+			    void *arg);
+
+/* A full page image was written to the data file (after the write reached
+ * it): it is the new base; records it contains are dropped. */
+void ppl_node_page_written(struct ppl_node *n, const uint8_t *image);
+
+/* ---- elision ---------------------------------------------------------- */
+
+/* Reads the data-file page (the base) for a rebuild; returns 0 or -1. */
+typedef int (*ppl_node_read_fn)(void *arg, uint32_t space, uint32_t page_no, uint8_t *frame);
+
+/* Whether the page image (space, page, lsn, checksum) can be reproduced
+ * exactly from the base and the indexed records: PPL_ELIDE_ACK or a NACK
+ * reason from ppl/elision_proto.h. On a checksum mismatch the page is
+ * marked diverged and reported through the config's log. */
+unsigned ppl_node_elide(struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t lsn, uint32_t checksum,
+			ppl_node_read_fn read_base, void *read_arg);
+
+/* ---- files -------------------------------------------------------------- */
+
+/* File-level events from the log, in LSN order, for the embedder to act on
+ * (ppl-replay deletes and creates files; the FSAL moves state). */
+struct ppl_node_file_event {
+	uint8_t type;            /* PPL_FILE_CREATE/DELETE/RENAME/MODIFY, or PPL_EXT_TRIM_PAGES */
+	uint32_t space_id;
+	uint32_t pages;          /* TRIM_PAGES: the new size in pages */
+	uint64_t lsn;            /* start of the mini-transaction */
+	char name[512], name2[512];
+};
+typedef void (*ppl_node_file_fn)(void *arg, const struct ppl_node_file_event *e);
+void ppl_node_on_file_event(struct ppl_node *n, ppl_node_file_fn fn, void *arg);
+
+/* Forgets every page of a space (the file was deleted or truncated). */
+void ppl_node_drop_space(struct ppl_node *n, uint32_t space);
+
+void ppl_node_get_stats(struct ppl_node *n, struct ppl_node_stats *out);
+
+#endif

@@ -1,0 +1,673 @@
+/* The storage node's engine (see ppl/node.h).
+ *
+ * Pending records are kept per page as a list of chunks, one per
+ * mini-transaction, each holding that mtr's records for the page in the
+ * server's own encoding, as InnoDB's recovery keeps them (log_phys_t). An
+ * INIT_PAGE or FREE_PAGE voids everything before it for that page, even
+ * earlier records of the same mtr (page_recv_t::will_not_read). A page is
+ * rebuilt by replaying its chunks over a base image with recovery's LSN
+ * rules (ppl_replay_*). A full page write that reaches the data file
+ * becomes the new base and takes the chunks it already contains with it.
+ *
+ * One reader-writer lock: ingest and base changes write, rebuilds and
+ * elision questions read. Chunks are immutable once linked. */
+#include "ppl/node.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ppl/elision_proto.h"
+#include "ppl/mach.h"
+#include "ppl/page.h"
+
+struct nchunk {
+	struct nchunk *next;
+	uint64_t start, end;
+	uint32_t len;
+	uint8_t data[];
+};
+
+struct npage {
+	uint64_t key;
+	uint64_t init_lsn;
+	struct nchunk *head, *tail;
+	unsigned nchunks;
+	size_t bytes;
+	bool from_init, freed, diverged;
+	/* building this mtr's chunk */
+	uint64_t mark;
+	size_t mtr_len, mtr_fill;
+	size_t valid_from;
+	struct nchunk *building;
+};
+
+struct entry {
+	struct npage *p;
+	const uint8_t *raw;
+	size_t len;
+};
+
+struct pending_event {
+	struct pending_event *next;
+	struct ppl_node_file_event e;
+};
+
+struct ppl_node {
+	struct ppl_node_config cfg;
+	pthread_rwlock_t lock;
+	struct ppl_redo_reader *reader;
+	uint64_t log_size;
+	char err[512];
+
+	struct npage **map;     /* open addressing by key */
+	size_t map_cap, map_n;
+
+	struct entry *ents;     /* records of the mtr being indexed */
+	size_t ents_cap;
+	struct npage **touched;
+	size_t touched_cap;
+	uint64_t mtr_seq;
+
+	struct pending_event *ev_head, **ev_tail;
+	ppl_node_file_fn file_fn;
+	void *file_arg;
+
+	struct ppl_node_stats st;
+	int fail;
+};
+
+static void say(struct ppl_node *n, const char *fmt, ...)
+{
+	if (!n->cfg.log)
+		return;
+	char buf[600];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	n->cfg.log(n->cfg.log_arg, buf);
+}
+
+static uint64_t key_of(uint32_t space, uint32_t page) { return ((uint64_t)space << 32 | page) + 1; }
+static uint32_t key_space(uint64_t k) { return (uint32_t)((k - 1) >> 32); }
+static uint32_t key_page(uint64_t k) { return (uint32_t)(k - 1); }
+
+static size_t slot_of(uint64_t k, size_t cap)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	return (size_t)k & (cap - 1);
+}
+
+static struct npage *find(const struct ppl_node *n, uint64_t k)
+{
+	if (!n->map_cap)
+		return NULL;
+	for (size_t j = slot_of(k, n->map_cap);; j = (j + 1) & (n->map_cap - 1)) {
+		if (!n->map[j])
+			return NULL;
+		if (n->map[j]->key == k)
+			return n->map[j];
+	}
+}
+
+static int rehash(struct ppl_node *n)
+{
+	size_t cap = n->map_cap ? n->map_cap * 2 : 1 << 14;
+	struct npage **m = calloc(cap, sizeof *m);
+	if (!m)
+		return -1;
+	for (size_t i = 0; i < n->map_cap; i++) {
+		if (!n->map[i])
+			continue;
+		size_t j = slot_of(n->map[i]->key, cap);
+		while (m[j])
+			j = (j + 1) & (cap - 1);
+		m[j] = n->map[i];
+	}
+	free(n->map);
+	n->map = m;
+	n->map_cap = cap;
+	return 0;
+}
+
+static struct npage *get(struct ppl_node *n, uint64_t k)
+{
+	struct npage *p = find(n, k);
+	if (p)
+		return p;
+	if ((n->map_n + 1) * 2 > n->map_cap && rehash(n))
+		return NULL;
+	p = calloc(1, sizeof *p);
+	if (!p)
+		return NULL;
+	p->key = k;
+	size_t j = slot_of(k, n->map_cap);
+	while (n->map[j])
+		j = (j + 1) & (n->map_cap - 1);
+	n->map[j] = p;
+	n->map_n++;
+	n->st.pages_indexed = n->map_n;
+	return p;
+}
+
+static void drop_chunks(struct ppl_node *n, struct npage *p)
+{
+	for (struct nchunk *c = p->head, *next; c; c = next) {
+		next = c->next;
+		n->st.chunks--;
+		n->st.chunk_bytes -= c->len;
+		n->st.chunks_dropped++;
+		free(c);
+	}
+	p->head = p->tail = NULL;
+	p->nchunks = 0;
+	p->bytes = 0;
+}
+
+struct ppl_node *ppl_node_new(const struct ppl_node_config *cfg)
+{
+	struct ppl_node *n = calloc(1, sizeof *n);
+	if (!n)
+		return NULL;
+	n->cfg = *cfg;
+	if (!n->cfg.page_size)
+		n->cfg.page_size = 16384;
+	pthread_rwlock_init(&n->lock, NULL);
+	n->ev_tail = &n->ev_head;
+	return n;
+}
+
+void ppl_node_free(struct ppl_node *n)
+{
+	if (!n)
+		return;
+	for (size_t i = 0; i < n->map_cap; i++)
+		if (n->map[i]) {
+			drop_chunks(n, n->map[i]);
+			free(n->map[i]->building);
+			free(n->map[i]);
+		}
+	while (n->ev_head) {
+		struct pending_event *e = n->ev_head;
+		n->ev_head = e->next;
+		free(e);
+	}
+	free(n->map);
+	free(n->ents);
+	free(n->touched);
+	ppl_redo_reader_free(n->reader);
+	pthread_rwlock_destroy(&n->lock);
+	free(n);
+}
+
+/* ---- ingest -------------------------------------------------------------- */
+
+static void queue_event(struct ppl_node *n, const struct ppl_node_file_event *e)
+{
+	struct pending_event *pe = malloc(sizeof *pe);
+	if (!pe)
+		return;
+	pe->e = *e;
+	pe->next = NULL;
+	*n->ev_tail = pe;
+	n->ev_tail = &pe->next;
+}
+
+static void drop_space_locked(struct ppl_node *n, uint32_t space)
+{
+	for (size_t i = 0; i < n->map_cap; i++) {
+		struct npage *p = n->map[i];
+		if (p && key_space(p->key) == space) {
+			drop_chunks(n, p);
+			p->from_init = p->freed = p->diverged = false;
+			p->init_lsn = 0;
+		}
+	}
+}
+
+static void copy_name(char *dst, const uint8_t *src, size_t len)
+{
+	if (len > 511)
+		len = 511;
+	memcpy(dst, src, len);
+	dst[len] = 0;
+}
+
+/* Room for one more entry (and one more touched page: never more than
+ * entries). */
+static int reserve_entry(struct ppl_node *n, size_t cnt)
+{
+	if (cnt == n->ents_cap) {
+		size_t cap = n->ents_cap ? n->ents_cap * 2 : 256;
+		struct entry *e = realloc(n->ents, cap * sizeof *e);
+		struct npage **t = realloc(n->touched, cap * sizeof *t);
+		if (e)
+			n->ents = e;
+		if (t)
+			n->touched = t;
+		if (!e || !t)
+			return -1;
+		n->ents_cap = n->touched_cap = cap;
+	}
+	return 0;
+}
+
+static int on_mtr(void *arg, const struct ppl_mtr *m)
+{
+	struct ppl_node *n = arg;
+	struct ppl_rec_iter it;
+	struct ppl_rec r;
+	size_t cnt = 0, ntouched = 0;
+	int k;
+	const uint64_t seq = ++n->mtr_seq;
+
+	ppl_rec_iter_init(&it, m->recs, m->len, n->cfg.page_size);
+	while ((k = ppl_rec_next(&it, &r)) > 0) {
+		n->st.records++;
+		struct ppl_node_file_event ev;
+		switch (r.kind) {
+		case PPL_RK_PAGE: {
+			n->st.rec_by_type[r.type >> 4]++;
+			if (r.type == PPL_REC_EXTENDED && r.ext_subtype >= 0 && r.ext_subtype < PPL_EXT_COUNT)
+				n->st.rec_by_ext[r.ext_subtype]++;
+			struct npage *p = get(n, key_of(r.space_id, r.page_no));
+			if (!p || reserve_entry(n, cnt))
+				goto oom;
+			if (p->mark != seq) {
+				p->mark = seq;
+				p->mtr_len = 0;
+				p->valid_from = cnt;
+				n->touched[ntouched++] = p; /* touched_cap == ents_cap >= cnt + 1 below */
+			}
+			if (r.type == PPL_REC_INIT_PAGE || r.type == PPL_REC_FREE_PAGE) {
+				drop_chunks(n, p);
+				p->init_lsn = m->start_lsn;
+				p->from_init = true;
+				p->valid_from = cnt; /* earlier records of this mtr are void too */
+				p->mtr_len = 0;
+			}
+			p->freed = r.type == PPL_REC_FREE_PAGE;
+			n->ents[cnt++] = (struct entry){p, r.raw, r.raw_len};
+			p->mtr_len += r.raw_len;
+			break;
+		}
+		case PPL_RK_TRIM:
+			/* recv_sys_t::trim(): the undo tablespace is recreated;
+			 * all earlier log for it is void. */
+			n->st.rec_by_ext[PPL_EXT_TRIM_PAGES]++;
+			drop_space_locked(n, r.space_id);
+			memset(&ev, 0, sizeof ev);
+			ev.type = PPL_EXT_TRIM_PAGES;
+			ev.space_id = r.space_id;
+			ev.pages = r.page_no;
+			ev.lsn = m->start_lsn;
+			queue_event(n, &ev);
+			break;
+		case PPL_RK_FILE:
+			n->st.file_recs[(r.type >> 4) - 8]++;
+			if (r.type == PPL_FILE_DELETE)
+				drop_space_locked(n, r.space_id);
+			memset(&ev, 0, sizeof ev);
+			ev.type = r.type;
+			ev.space_id = r.space_id;
+			ev.lsn = m->start_lsn;
+			copy_name(ev.name, r.name, r.name_len);
+			if (r.name2)
+				copy_name(ev.name2, r.name2, r.name2_len);
+			queue_event(n, &ev);
+			break;
+		case PPL_RK_CHECKPOINT:
+			n->st.file_recs[4]++;
+			break;
+		case PPL_RK_IGNORED:
+		case PPL_RK_PADDING:
+			break;
+		}
+	}
+	if (k < 0) {
+		snprintf(n->err, sizeof n->err, "mini-transaction at LSN %llu passes its CRC but does not parse: %s",
+			 (unsigned long long)m->start_lsn, it.err);
+		n->fail = 1;
+		return -1;
+	}
+	/* One chunk per touched page, records in log order. */
+	for (size_t i = 0; i < ntouched; i++) {
+		struct npage *p = n->touched[i];
+		if (!p->mtr_len)
+			continue;
+		p->building = malloc(sizeof *p->building + p->mtr_len);
+		if (!p->building)
+			goto oom;
+		p->mtr_fill = 0;
+	}
+	for (size_t i = 0; i < cnt; i++) {
+		struct npage *p = n->ents[i].p;
+		if (i < p->valid_from || !p->building)
+			continue;
+		memcpy(p->building->data + p->mtr_fill, n->ents[i].raw, n->ents[i].len);
+		p->mtr_fill += n->ents[i].len;
+	}
+	for (size_t i = 0; i < ntouched; i++) {
+		struct npage *p = n->touched[i];
+		struct nchunk *c = p->building;
+		if (!c)
+			continue;
+		p->building = NULL;
+		c->next = NULL;
+		c->start = m->start_lsn;
+		c->end = m->end_lsn;
+		c->len = (uint32_t)p->mtr_fill;
+		if (p->tail)
+			p->tail->next = c;
+		else
+			p->head = c;
+		p->tail = c;
+		p->nchunks++;
+		p->bytes += c->len;
+		n->st.chunks++;
+		n->st.chunk_bytes += c->len;
+	}
+	n->st.mtrs++;
+	return 0;
+oom:
+	snprintf(n->err, sizeof n->err, "out of memory indexing the mini-transaction at LSN %llu",
+		 (unsigned long long)m->start_lsn);
+	n->fail = 1;
+	return -1;
+}
+
+int ppl_node_log_open(struct ppl_node *n, uint64_t file_size)
+{
+	struct ppl_redo_sink sink = {.arg = n, .on_mtr = on_mtr};
+	pthread_rwlock_wrlock(&n->lock);
+	ppl_redo_reader_free(n->reader);
+	n->reader = ppl_redo_reader_new(&ppl_dialect_mariadb_10_8, file_size,
+					n->cfg.log_is_file_image ? PPL_REDO_FILE_IMAGE : n->cfg.tail_slack, &sink);
+	n->log_size = file_size;
+	pthread_rwlock_unlock(&n->lock);
+	if (!n->reader) {
+		snprintf(n->err, sizeof n->err, "a %llu-byte file cannot be a redo log", (unsigned long long)file_size);
+		return -1;
+	}
+	return 0;
+}
+
+static void deliver_events(struct ppl_node *n)
+{
+	pthread_rwlock_wrlock(&n->lock);
+	struct pending_event *e = n->ev_head;
+	n->ev_head = NULL;
+	n->ev_tail = &n->ev_head;
+	pthread_rwlock_unlock(&n->lock);
+	while (e) {
+		struct pending_event *next = e->next;
+		if (n->file_fn)
+			n->file_fn(n->file_arg, &e->e);
+		free(e);
+		e = next;
+	}
+}
+
+int ppl_node_log_write(struct ppl_node *n, uint64_t off, const void *buf, size_t len)
+{
+	if (!n->reader) {
+		snprintf(n->err, sizeof n->err, "log written before ppl_node_log_open()");
+		return -1;
+	}
+	pthread_rwlock_wrlock(&n->lock);
+	int r = ppl_redo_feed(n->reader, off, buf, len);
+	n->st.log_bytes += len;
+	if (r && !n->fail)
+		snprintf(n->err, sizeof n->err, "%s", ppl_redo_error(n->reader));
+	pthread_rwlock_unlock(&n->lock);
+	deliver_events(n);
+	return r ? -1 : 0;
+}
+
+int ppl_node_log_start(struct ppl_node *n, uint64_t lsn)
+{
+	pthread_rwlock_wrlock(&n->lock);
+	int r = n->reader ? ppl_redo_start_at(n->reader, lsn) : -1;
+	pthread_rwlock_unlock(&n->lock);
+	if (r)
+		snprintf(n->err, sizeof n->err, "cannot start the log at LSN %llu (no header yet, or before the log's first LSN)",
+			 (unsigned long long)lsn);
+	return r;
+}
+
+int ppl_node_log_finish(struct ppl_node *n)
+{
+	pthread_rwlock_wrlock(&n->lock);
+	int r = n->reader ? ppl_redo_finish(n->reader) : -1;
+	if (r)
+		snprintf(n->err, sizeof n->err, "%s", n->reader ? ppl_redo_error(n->reader) : "no log");
+	pthread_rwlock_unlock(&n->lock);
+	return r;
+}
+
+uint64_t ppl_node_parsed_lsn(const struct ppl_node *n) { return n->reader ? ppl_redo_lsn(n->reader) : 0; }
+const struct ppl_redo_reader *ppl_node_reader(const struct ppl_node *n) { return n->reader; }
+const char *ppl_node_error(const struct ppl_node *n) { return n->err; }
+
+void ppl_node_on_file_event(struct ppl_node *n, ppl_node_file_fn fn, void *arg)
+{
+	n->file_fn = fn;
+	n->file_arg = arg;
+}
+
+/* ---- pages --------------------------------------------------------------- */
+
+static void info_of(const struct npage *p, struct ppl_node_page_info *o)
+{
+	memset(o, 0, sizeof *o);
+	if (!p)
+		return;
+	o->known = p->head != NULL;
+	o->from_init = p->from_init;
+	o->freed = p->freed;
+	o->diverged = p->diverged;
+	o->init_lsn = p->init_lsn;
+	o->first_lsn = p->head ? p->head->start : 0;
+	o->last_lsn = p->tail ? p->tail->end : 0;
+	o->chunks = p->nchunks;
+	o->bytes = p->bytes;
+}
+
+bool ppl_node_page_info(struct ppl_node *n, uint32_t space, uint32_t page_no, struct ppl_node_page_info *out)
+{
+	pthread_rwlock_rdlock(&n->lock);
+	const struct npage *p = find(n, key_of(space, page_no));
+	info_of(p, out);
+	pthread_rwlock_unlock(&n->lock);
+	return out->known;
+}
+
+static enum ppl_apply_status rebuild_locked(struct ppl_node *n, const struct npage *p, uint32_t space,
+					    uint32_t page_no, uint8_t *frame, uint64_t upto, bool *changed,
+					    struct ppl_apply_error *err)
+{
+	*changed = false;
+	if (!p || !p->head)
+		return PPL_APPLY_OK;
+	struct ppl_page_ref ref = {frame, n->cfg.page_size, space, page_no};
+	struct ppl_page_replay rp;
+	ppl_replay_begin(&rp, &ref, p->from_init ? p->init_lsn : 0);
+	for (const struct nchunk *c = p->head; c && c->end <= upto; c = c->next) {
+		enum ppl_apply_status s = ppl_replay_mtr(&rp, c->start, c->end, c->data, c->len, err);
+		if (s != PPL_APPLY_OK)
+			return s;
+	}
+	*changed = ppl_replay_finish(&rp);
+	__atomic_add_fetch(&n->st.rebuilds, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&n->st.rebuild_mtrs_applied, rp.applied, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&n->st.rebuild_mtrs_skipped, rp.skipped, __ATOMIC_RELAXED);
+	return PPL_APPLY_OK;
+}
+
+enum ppl_apply_status ppl_node_rebuild(struct ppl_node *n, uint32_t space, uint32_t page_no, uint8_t *frame,
+				       uint64_t upto_lsn, bool *changed, struct ppl_apply_error *err)
+{
+	pthread_rwlock_rdlock(&n->lock);
+	enum ppl_apply_status s =
+		rebuild_locked(n, find(n, key_of(space, page_no)), space, page_no, frame, upto_lsn, changed, err);
+	pthread_rwlock_unlock(&n->lock);
+	return s;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+void ppl_node_for_each_page(struct ppl_node *n,
+			    void (*fn)(void *arg, uint32_t space, uint32_t page_no, const struct ppl_node_page_info *info),
+			    void *arg)
+{
+	pthread_rwlock_rdlock(&n->lock);
+	uint64_t *keys = malloc((n->map_n + 1) * sizeof *keys);
+	size_t cnt = 0;
+	for (size_t i = 0; keys && i < n->map_cap; i++)
+		if (n->map[i] && n->map[i]->head)
+			keys[cnt++] = n->map[i]->key;
+	pthread_rwlock_unlock(&n->lock);
+	if (!keys)
+		return;
+	qsort(keys, cnt, sizeof *keys, cmp_u64);
+	for (size_t i = 0; i < cnt; i++) {
+		struct ppl_node_page_info info;
+		if (ppl_node_page_info(n, key_space(keys[i]), key_page(keys[i]), &info))
+			fn(arg, key_space(keys[i]), key_page(keys[i]), &info);
+	}
+	free(keys);
+}
+
+void ppl_node_page_written(struct ppl_node *n, const uint8_t *image)
+{
+	uint32_t space = ppl_page_space(image), page_no = ppl_page_no(image);
+	uint64_t lsn = ppl_page_lsn(image);
+	pthread_rwlock_wrlock(&n->lock);
+	struct npage *p = find(n, key_of(space, page_no));
+	if (p) {
+		n->st.bases_taken++;
+		while (p->head && p->head->end <= lsn) {
+			struct nchunk *c = p->head;
+			p->head = c->next;
+			p->nchunks--;
+			p->bytes -= c->len;
+			n->st.chunks--;
+			n->st.chunk_bytes -= c->len;
+			n->st.chunks_dropped++;
+			free(c);
+		}
+		if (!p->head) {
+			p->tail = NULL;
+			p->from_init = p->freed = false;
+			p->init_lsn = 0;
+		} else if (p->from_init && p->head->start >= lsn) {
+			/* the written page already holds the initialization */
+			p->from_init = false;
+			p->init_lsn = 0;
+		}
+		p->diverged = false;
+	}
+	pthread_rwlock_unlock(&n->lock);
+}
+
+void ppl_node_drop_space(struct ppl_node *n, uint32_t space)
+{
+	pthread_rwlock_wrlock(&n->lock);
+	drop_space_locked(n, space);
+	pthread_rwlock_unlock(&n->lock);
+}
+
+/* ---- elision ------------------------------------------------------------- */
+
+static void record_types(const struct npage *p, char *out, size_t outlen)
+{
+	size_t o = 0;
+	out[0] = 0;
+	bool seen[8 + PPL_EXT_COUNT] = {0};
+	for (const struct nchunk *c = p->head; c; c = c->next) {
+		struct ppl_rec_iter it;
+		struct ppl_rec r;
+		ppl_rec_iter_init(&it, c->data, c->len, 65536);
+		while (ppl_rec_next(&it, &r) > 0) {
+			int i = r.type == PPL_REC_EXTENDED && r.ext_subtype >= 0 ? 8 + r.ext_subtype : r.type >> 4;
+			if (i < 8 + PPL_EXT_COUNT && !seen[i] && o + 32 < outlen) {
+				seen[i] = true;
+				o += (size_t)snprintf(out + o, outlen - o, "%s%s", o ? "," : "",
+						      ppl_rec_type_name(r.type, r.ext_subtype));
+			}
+		}
+	}
+}
+
+unsigned ppl_node_elide(struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t lsn, uint32_t checksum,
+			ppl_node_read_fn read_base, void *read_arg)
+{
+	__atomic_add_fetch(&n->st.elide_asked, 1, __ATOMIC_RELAXED);
+	uint8_t *frame = aligned_alloc(4096, n->cfg.page_size);
+	if (!frame)
+		return PPL_ELIDE_NACK_INTERNAL;
+	unsigned verdict;
+	pthread_rwlock_rdlock(&n->lock);
+	const struct npage *p = find(n, key_of(space, page_no));
+	if (!p || !p->head) {
+		verdict = PPL_ELIDE_NACK_UNKNOWN_PAGE;
+	} else if (p->diverged) {
+		verdict = PPL_ELIDE_NACK_UNSUPPORTED;
+	} else if (lsn > p->tail->end) {
+		verdict = lsn > ppl_node_parsed_lsn(n) ? PPL_ELIDE_NACK_NOT_DURABLE : PPL_ELIDE_NACK_LSN_BEHIND;
+	} else if (lsn < p->tail->end) {
+		verdict = PPL_ELIDE_NACK_LSN_AHEAD;
+	} else {
+		bool changed = false;
+		struct ppl_apply_error e;
+		int rd = p->from_init ? (memset(frame, 0, n->cfg.page_size), 0)
+				      : read_base(read_arg, space, page_no, frame);
+		enum ppl_apply_status s = rd ? PPL_APPLY_CORRUPT
+					     : rebuild_locked(n, p, space, page_no, frame, UINT64_MAX, &changed, &e);
+		if (rd)
+			verdict = PPL_ELIDE_NACK_INTERNAL;
+		else if (s != PPL_APPLY_OK)
+			verdict = PPL_ELIDE_NACK_UNSUPPORTED;
+		else if (changed && ppl_page_lsn(frame) == lsn && ppl_page_stored_crc(frame, n->cfg.page_size) == checksum)
+			verdict = PPL_ELIDE_ACK;
+		else
+			verdict = PPL_ELIDE_NACK_CHECKSUM;
+		if (verdict == PPL_ELIDE_NACK_CHECKSUM || verdict == PPL_ELIDE_NACK_UNSUPPORTED) {
+			char types[200];
+			record_types(p, types, sizeof types);
+			say(n, "divergence: page %u:%u (%s) at LSN %llu: %s; records: %s; this page falls back to full page writes",
+			    space, page_no, ppl_page_type_name(ppl_page_type(frame)), (unsigned long long)lsn,
+			    s != PPL_APPLY_OK ? e.msg : "rebuilt checksum differs from the server's page", types);
+		}
+	}
+	pthread_rwlock_unlock(&n->lock);
+	free(frame);
+	if (verdict == PPL_ELIDE_NACK_CHECKSUM || verdict == PPL_ELIDE_NACK_UNSUPPORTED) {
+		pthread_rwlock_wrlock(&n->lock);
+		struct npage *w = find(n, key_of(space, page_no));
+		if (w && !w->diverged) {
+			w->diverged = true;
+			n->st.divergences++;
+		}
+		pthread_rwlock_unlock(&n->lock);
+	}
+	if (verdict == PPL_ELIDE_ACK)
+		__atomic_add_fetch(&n->st.elide_acked, 1, __ATOMIC_RELAXED);
+	return verdict;
+}
+
+void ppl_node_get_stats(struct ppl_node *n, struct ppl_node_stats *out)
+{
+	pthread_rwlock_rdlock(&n->lock);
+	*out = n->st;
+	pthread_rwlock_unlock(&n->lock);
+}
