@@ -395,6 +395,50 @@ static int space_open(struct ctx *c, struct space *s)
 	return 0;
 }
 
+static int read_base(void *arg, uint32_t space_id, uint32_t page_no, uint8_t *frame)
+{
+	struct space *s = arg;
+	(void)space_id;
+	ssize_t got = s->fd >= 0 ? pread(s->fd, frame, s->page_size, (off_t)page_no * (off_t)s->page_size) : 0;
+	if (got < 0)
+		return -1;
+	memset(frame + got, 0, s->page_size - (size_t)got);
+	return 0;
+}
+
+/* The elision question for the reference copy of this page, asked while
+ * the data file still holds the base. */
+static void ask_elision(struct ctx *c, struct space *s, uint32_t space_id, uint32_t page_no)
+{
+	char ref[4096];
+	const char *rel = s->path + strlen(c->o->datadir);
+	size_t rl = strlen(rel);
+	/* prepare renames NAME.new to NAME.ibd */
+	if (rl > 4 && !strcmp(rel + rl - 4, ".new"))
+		snprintf(ref, sizeof ref, "%s%.*s.ibd", c->o->elide_against, (int)(rl - 4), rel);
+	else
+		snprintf(ref, sizeof ref, "%s%s", c->o->elide_against, rel);
+	int fd = open(ref, O_RDONLY);
+	if (fd < 0)
+		return;
+	uint8_t *page = aligned_alloc(4096, s->page_size);
+	if (page && pread(fd, page, s->page_size, (off_t)page_no * (off_t)s->page_size) == (ssize_t)s->page_size &&
+	    ppl_page_lsn(page)) {
+		c->res->elide_asked++;
+		unsigned v = ppl_node_elide(c->node, space_id, page_no, ppl_page_lsn(page),
+					    ppl_page_stored_crc(page, s->page_size), read_base, s);
+		if (v == 0)
+			c->res->elide_acked++;
+		else {
+			c->res->elide_nacked++;
+			note(c, "elision of page %u:%u at LSN %llu refused: reason %u", space_id, page_no,
+			     (unsigned long long)ppl_page_lsn(page), v);
+		}
+	}
+	free(page);
+	close(fd);
+}
+
 static void apply_page(void *arg, uint32_t space_id, uint32_t page_no, const struct ppl_node_page_info *info)
 {
 	struct ctx *c = arg;
@@ -429,6 +473,8 @@ static void apply_page(void *arg, uint32_t space_id, uint32_t page_no, const str
 			space_id, page_no, s->path, info->chunks, (unsigned long long)info->first_lsn,
 			(unsigned long long)info->last_lsn, info->from_init ? "initialized by the log" : "read from file",
 			(unsigned long long)ppl_page_lsn(frame));
+	if (c->o->elide_against && !info->freed)
+		ask_elision(c, s, space_id, page_no);
 	bool changed;
 	struct ppl_apply_error e;
 	enum ppl_apply_status st = ppl_node_rebuild(c->node, space_id, page_no, frame, UINT64_MAX, &changed, &e);

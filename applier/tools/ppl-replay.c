@@ -27,6 +27,9 @@ static void usage(FILE *f)
 		"  --json           print the summary as one JSON object\n"
 		"  -v, --verbose    say which files and spaces were found and created\n"
 		"  --trace S:P      print every mini-transaction applied to page P of space S (stderr)\n"
+		"  --elide-against DIR  for every page, ask the storage engine whether it can reproduce the\n"
+		"                   page with the LSN and checksum it has in DIR (a copy recovered by other\n"
+		"                   means); print how many it accepted and refused\n"
 		"  -h, --help       this text\n"
 		"Exit status: 0 on success, 1 on a damaged log, unsupported record or I/O error, 2 on usage errors.\n");
 }
@@ -97,6 +100,7 @@ static void print_json(const struct ppl_replay_result *r, const char *dir)
 	printf("{\"datadir\":\"%s\",\"start_lsn\":%llu,\"end_lsn\":%llu,\"log_bytes\":%llu,\"mtrs\":%llu,"
 	       "\"records\":%llu,\"pages_touched\":%llu,\"pages_written\":%llu,\"pages_left_freed\":%llu,"
 	       "\"mtrs_skipped_by_lsn\":%llu,\"files_created\":%llu,\"files_deleted\":%llu,\"files_extended\":%llu,"
+	       "\"elide_asked\":%llu,\"elide_acked\":%llu,\"elide_nacked\":%llu,"
 	       "\"parse_s\":%.3f,\"apply_s\":%.3f,\"total_s\":%.3f,\"records_per_s\":%.0f,\"mb_per_s\":%.1f,"
 	       "\"records_by_type\":{",
 	       dir, (unsigned long long)r->start_lsn, (unsigned long long)r->end_lsn,
@@ -104,7 +108,8 @@ static void print_json(const struct ppl_replay_result *r, const char *dir)
 	       (unsigned long long)r->pages_touched, (unsigned long long)r->pages_written,
 	       (unsigned long long)r->pages_skipped_freed, (unsigned long long)r->mtrs_skipped_lsn,
 	       (unsigned long long)r->files_created, (unsigned long long)r->files_deleted,
-	       (unsigned long long)r->files_extended, r->parse_s, r->apply_s, r->total_s,
+	       (unsigned long long)r->files_extended, (unsigned long long)r->elide_asked,
+	       (unsigned long long)r->elide_acked, (unsigned long long)r->elide_nacked, r->parse_s, r->apply_s, r->total_s,
 	       r->total_s > 0 ? (double)r->records / r->total_s : 0.0,
 	       r->total_s > 0 ? (double)r->log_bytes / 1e6 / r->total_s : 0.0);
 	const char *sep = "";
@@ -138,6 +143,10 @@ static void print_text(const struct ppl_replay_result *r, const char *dir)
 	if (r->files_created || r->files_deleted || r->files_extended)
 		printf("  files created %llu, deleted %llu, extended %llu\n", (unsigned long long)r->files_created,
 		       (unsigned long long)r->files_deleted, (unsigned long long)r->files_extended);
+	if (r->elide_asked)
+		printf("  elision questions against the reference: %llu asked, %llu acked, %llu refused\n",
+		       (unsigned long long)r->elide_asked, (unsigned long long)r->elide_acked,
+		       (unsigned long long)r->elide_nacked);
 	printf("  time: parse %.3f s, apply %.3f s, total %.3f s\n", r->parse_s, r->apply_s, r->total_s);
 	if (r->total_s > 0)
 		printf("  throughput: %.0f records/s, %.1f MB/s of redo\n", (double)r->records / r->total_s,
@@ -160,7 +169,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{"copy-to", required_argument, 0, 'c'}, {"log", required_argument, 0, 'l'},
 		{"start-lsn", required_argument, 0, 's'}, {"dry-run", no_argument, 0, 'n'},
-		{"json", no_argument, 0, 'j'}, {"trace", required_argument, 0, 't'}, {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'},
+		{"json", no_argument, 0, 'j'}, {"trace", required_argument, 0, 't'}, {"elide-against", required_argument, 0, 'e'}, {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0}};
 	struct ppl_replay_opts o = {0};
 	const char *copy_to = NULL;
@@ -181,6 +190,7 @@ int main(int argc, char **argv)
 		case 'n': o.dry_run = true; break;
 		case 'j': json = 1; break;
 		case 'v': o.verbose = stderr; break;
+		case 'e': o.elide_against = optarg; break;
 		case 't':
 			if (sscanf(optarg, "%u:%u", &o.trace_space, &o.trace_page) != 2) {
 				fprintf(stderr, "ppl-replay: --trace needs SPACE:PAGE, got \"%s\"\n", optarg);

@@ -16,6 +16,11 @@ struct ppl_replay_opts {
 	bool dry_run;             /* parse and apply in memory, write nothing */
 	FILE *verbose;            /* per-file / per-space notes, or NULL */
 	bool trace;               /* print every mtr applied to trace_space:trace_page to verbose */
+	/* A reference datadir recovered by other means (mariadb-backup
+	 * --prepare): before each page is rebuilt, the storage engine is asked
+	 * whether it can reproduce that reference page's LSN and checksum
+	 * (the elision question); the answers are counted. */
+	const char *elide_against;
 	uint32_t trace_space, trace_page;
 };
 
@@ -27,6 +32,7 @@ struct ppl_replay_result {
 	uint64_t file_recs[5];              /* CREATE, DELETE, RENAME, MODIFY, CHECKPOINT */
 	uint64_t pages_touched, pages_written, pages_skipped_freed, mtrs_skipped_lsn;
 	uint64_t spaces, files_created, files_deleted, files_extended;
+	uint64_t elide_asked, elide_acked, elide_nacked;
 	double parse_s, apply_s, total_s;
 	char error[512];
 };

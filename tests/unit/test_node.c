@@ -1,0 +1,123 @@
+/* The storage engine on a synthetic log: indexing per page, INIT_PAGE
+ * voiding earlier records (also earlier in the same mtr), rebuilds with the
+ * LSN rule, the elision decision (ACK only for the exact LSN and checksum;
+ * a mismatch marks the page diverged), and full writes as new bases. */
+#include <string.h>
+
+#include "check.h"
+#include "ppl/elision_proto.h"
+#include "ppl/node.h"
+#include "ppl/page.h"
+#include "redo_synth.h"
+
+#define PS 16384
+static uint8_t disk[PS]; /* the data-file copy of page 5:9 */
+
+static int read_disk(void *arg, uint32_t space, uint32_t page_no, uint8_t *frame)
+{
+	(void)arg;
+	if (space != 5 || page_no != 9)
+		return -1;
+	memcpy(frame, disk, PS);
+	return 0;
+}
+
+static size_t init_rec(uint8_t *p, uint32_t space, uint32_t page)
+{
+	p[0] = 0x10 | 2;
+	p[1] = (uint8_t)space;
+	p[2] = (uint8_t)page;
+	return 3;
+}
+
+int main(void)
+{
+	struct synlog l;
+	syn_init(&l, 1 << 20, 12288);
+	/* base page on disk at LSN 12288 */
+	memset(disk, 0, PS);
+	ppl_wr4(disk + PPL_FIL_PAGE_OFFSET, 9);
+	ppl_wr4(disk + PPL_FIL_PAGE_SPACE_ID, 5);
+	ppl_page_stamp(disk, PS, 12288);
+
+	uint8_t rec[64];
+	const uint8_t a = 0xaa, b = 0xbb;
+	size_t k = syn_write_rec(rec, 5, 9, 300, &a, 1);
+	uint64_t m1 = syn_mtr(&l, rec, k);
+	k = syn_write_rec(rec, 5, 9, 301, &b, 1);
+	uint64_t m2 = syn_mtr(&l, rec, k);
+	/* page 5:10: a WRITE then INIT_PAGE in the same mtr: the WRITE is void */
+	k = syn_write_rec(rec, 5, 10, 400, &a, 1);
+	k += init_rec(rec + k, 5, 10);
+	uint64_t m3 = syn_mtr(&l, rec, k);
+	uint64_t end = l.lsn;
+
+	struct ppl_node_config cfg = {.page_size = PS};
+	struct ppl_node *n = ppl_node_new(&cfg);
+	CHECK(ppl_node_log_write(n, 0, l.file, 100) == -1); /* before log_open: refused */
+	CHECK(ppl_node_log_open(n, l.size) == 0);
+	CHECK(ppl_node_log_write(n, 0, l.file, syn_off(&l, end)) == 0);
+	CHECK_EQ_U(ppl_node_parsed_lsn(n), end);
+
+	struct ppl_node_page_info info;
+	CHECK(ppl_node_page_info(n, 5, 9, &info));
+	CHECK_EQ_U(info.chunks, 2);
+	CHECK_EQ_U(info.first_lsn, m1);
+	CHECK(!info.from_init);
+	CHECK(ppl_node_page_info(n, 5, 10, &info));
+	CHECK(info.from_init && info.chunks == 1 && info.init_lsn == m3);
+
+	/* Rebuild 5:9 from the disk base: both bytes, LSN = end of m2. */
+	uint8_t page[PS];
+	memcpy(page, disk, PS);
+	bool changed;
+	struct ppl_apply_error e;
+	CHECK(ppl_node_rebuild(n, 5, 9, page, UINT64_MAX, &changed, &e) == PPL_APPLY_OK && changed);
+	CHECK(page[300] == 0xaa && page[301] == 0xbb);
+	uint64_t lsn2 = ppl_page_lsn(page);
+	CHECK_EQ_U(lsn2, m3); /* m2 ends where m3 starts */
+	uint32_t crc2 = ppl_page_stored_crc(page, PS);
+	/* Only up to m1. */
+	memcpy(page, disk, PS);
+	CHECK(ppl_node_rebuild(n, 5, 9, page, m2, &changed, &e) == PPL_APPLY_OK && changed);
+	CHECK(page[300] == 0xaa && page[301] == 0);
+	uint32_t crc1 = ppl_page_stored_crc(page, PS);
+
+	/* 5:10 is built from the INIT alone; the voided WRITE is not in it. */
+	uint8_t p10[PS];
+	memset(p10, 0x77, PS);
+	CHECK(ppl_node_rebuild(n, 5, 10, p10, UINT64_MAX, &changed, &e) == PPL_APPLY_OK && changed);
+	CHECK(p10[400] == 0 && ppl_page_no(p10) == 10);
+
+	/* Elision: the exact page is accepted; an older LSN or another
+	 * checksum is not. */
+	CHECK_EQ_U(ppl_node_elide(n, 5, 9, lsn2, crc2, read_disk, NULL), PPL_ELIDE_ACK);
+	CHECK_EQ_U(ppl_node_elide(n, 5, 9, m2, crc1, read_disk, NULL), PPL_ELIDE_NACK_LSN_AHEAD);
+	CHECK_EQ_U(ppl_node_elide(n, 5, 9, end + 100, crc2, read_disk, NULL), PPL_ELIDE_NACK_NOT_DURABLE);
+	CHECK_EQ_U(ppl_node_elide(n, 5, 77, lsn2, crc2, read_disk, NULL), PPL_ELIDE_NACK_UNKNOWN_PAGE);
+	CHECK_EQ_U(ppl_node_elide(n, 5, 9, lsn2, crc2 ^ 1, read_disk, NULL), PPL_ELIDE_NACK_CHECKSUM);
+	/* diverged: no more elisions for it until a real write arrives */
+	CHECK(ppl_node_page_info(n, 5, 9, &info) && info.diverged);
+	CHECK(ppl_node_elide(n, 5, 9, lsn2, crc2, read_disk, NULL) != PPL_ELIDE_ACK);
+
+	/* The page as of m1 is written: it is the new base; m1's chunk goes. */
+	memcpy(disk, page, PS); /* page holds the m1 rebuild */
+	ppl_node_page_written(n, disk);
+	CHECK(ppl_node_page_info(n, 5, 9, &info));
+	CHECK_EQ_U(info.chunks, 1);
+	CHECK(!info.diverged);
+	CHECK_EQ_U(ppl_node_elide(n, 5, 9, lsn2, crc2, read_disk, NULL), PPL_ELIDE_ACK);
+	/* The page as of m2 is written: nothing pending. */
+	memcpy(page, disk, PS);
+	CHECK(ppl_node_rebuild(n, 5, 9, page, UINT64_MAX, &changed, &e) == PPL_APPLY_OK && changed);
+	ppl_node_page_written(n, page);
+	CHECK(!ppl_node_page_info(n, 5, 9, &info));
+
+	struct ppl_node_stats st;
+	ppl_node_get_stats(n, &st);
+	CHECK_EQ_U(st.mtrs, 3);
+	CHECK(st.elide_acked == 2 && st.divergences == 1);
+	ppl_node_free(n);
+	free(l.file);
+	CHECK_DONE();
+}
