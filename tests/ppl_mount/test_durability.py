@@ -4,6 +4,7 @@ server that is gone turns into EIO after the timeout, then reconnects."""
 import errno
 import mmap
 import os
+import threading
 import time
 
 import pytest
@@ -80,3 +81,26 @@ def test_server_gone_gives_eio_then_reconnects(server, mount, mnt, backing):
         os.close(fd)
     with open(os.path.join(backing, "gone"), "rb") as f:
         assert f.read() == data[:196608]
+
+
+@pytest.mark.mount_options("--hard")
+def test_hard_mode_waits_for_the_server(server, mount, mnt, backing):
+    with open(os.path.join(mnt, "h"), "w") as f:
+        f.write("hard")
+    server.kill9()
+    result = {}
+
+    def look():
+        try:
+            result["size"] = os.stat(os.path.join(mnt, "h")).st_size
+        except OSError as e:
+            result["error"] = e
+
+    time.sleep(1.2)                     # past the kernel's attribute cache
+    t = threading.Thread(target=look)
+    t.start()
+    t.join(4)
+    assert t.is_alive(), f"hard mode gave up: {result}"
+    server.start()
+    t.join(30)
+    assert not t.is_alive() and result == {"size": 4}, result
