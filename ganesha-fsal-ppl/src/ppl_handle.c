@@ -28,6 +28,8 @@ void ppl_handle_set_name(struct ppl_export *pexp, struct ppl_handle *h, const ch
 	pthread_mutex_unlock(&h->lock);
 	handle_key(pexp, h->sub, &key);
 	ppl_classmap_set(&pexp->classes, key.addr, key.len, cls, name);
+	LogFullDebug(COMPONENT_FSAL, "PPL: file %" PRIu64 " is %s (%s)", h->obj.fileid, name,
+		     ppl_file_class_name(cls));
 }
 
 void ppl_file_of(struct ppl_handle *h, struct ppl_file *f, char *name_buf, size_t len)

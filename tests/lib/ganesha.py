@@ -305,6 +305,10 @@ EXPORT {{
         ports explicit, so that rpcbind is never asked.  NFSv3 by default;
         version=4 names the NFS port only (no MOUNT protocol).  Note that
         Debian's libnfs 4.0 cannot send NFSv4 WRITEs of 4000 bytes or more."""
+        if self.port is None:
+            # Without ports libnfs would ask rpcbind, i.e. whichever Ganesha
+            # registered last.
+            raise GaneshaError("Ganesha.url() before start(): the ports are chosen at start")
         p = self.pseudo.rstrip("/") + "/" + path.lstrip("/")
         if version == 4:
             return f"nfs://{HOST}{p}?version=4&nfsport={self.port}"
