@@ -9,7 +9,9 @@ NFSv3 makes Ganesha register with rpcbind at start-up and it exits with
 "Cannot register NFS V3 on TCP" when rpcbind is not there, so start()
 first makes sure one is running on 127.0.0.1:111: an existing rpcbind is
 reused and left alone; otherwise `rpcbind -f -w` is started as a direct
-child of this process and stopped by pid when the process exits.
+child of this process and stopped by pid when the process exits.  (It
+listens on the wildcard address: Debian's rpcbind 1.2.6 aborts with a
+double free when given -h 127.0.0.1.)
 Clients must not rely on rpcbind's answers: every Ganesha re-registers at
 start-up and unregisters at exit, so concurrent instances overwrite each
 other.  url() therefore names both ports explicitly for libnfs.
@@ -33,13 +35,13 @@ API (everything else is internal):
     g.stop(timeout=10)    # SIGTERM by pid, SIGKILL by pid after timeout; exit code
     g.kill9()             # SIGKILL by pid (a crash)
     g.restart(timeout=30) # stop(), then start() on the same ports and files
+                          # (start() after stop() or kill9() also keeps them)
     g.pid, g.port, g.mnt_port, g.conf
 
 `fsal` is the text of the export's FSAL block; `plugins_dir` defaults to
 Debian's FSAL directory.  `core_extra`, `export_extra` and `log_extra` are
 raw config lines added to NFS_CORE_PARAM, EXPORT and a LOG block; `env`
-adds environment variables (e.g. LD_PRELOAD of libasan for a sanitized
-plugin).  Ganesha's stderr goes to <base>/ganesha.stderr.
+adds environment variables for ganesha.nfsd.  Ganesha's stderr goes to <base>/ganesha.stderr.
 Use as a context manager to stop the server on exit.
 """
 import atexit
