@@ -292,6 +292,20 @@ def test_innodb_files_reach_the_hooks_by_class(server):
     assert not any(cls in ("other", "unresolved") for cls, _ in f)
 
 
+def test_names_that_are_not_innodb_files_pass_through(server):
+    """Near misses of InnoDB's names are plain files: no hook sees them."""
+    names = ["ib_logfile1", "ib_logfile0.bak", "ibdata", "ibdata1x", "undo", "undo_001", "x.ibd.bak",
+             ".ibd", "IBDATA1", "t.IBD", "ibtmp1", "t.ibt", "aria_log.00000001"]
+    with Client(server.url("")) as c:
+        for n in names:
+            c.write_file(n, n.encode())
+            assert c.read_file(n) == n.encode()
+        c.rename("ib_logfile1", "ib_logfile2")
+        c.unlink("x.ibd.bak")
+    assert server.stop() == 0
+    assert stats_at_unexport(server) == "no InnoDB file activity"
+
+
 def test_concurrent_clients_on_log_and_pages(server):
     """Four clients at once, each writing its own slice of ib_logfile0 and
     its own tablespace while reading the others': every byte lands, and
