@@ -442,3 +442,35 @@ def test_example_fsal_block_starts_an_export(tmp_path, plugins_dir):
         with Client(g.url("")) as c:
             c.write_file("ib_logfile0", b"log" * 1000)
             assert c.read_file("ib_logfile0") == b"log" * 1000
+
+
+def test_whole_example_config_serves(tmp_path, plugins_dir):
+    """ganesha.conf.example as shipped, with only its site-specific values
+    (addresses, ports, paths) replaced, starts a working PPL export."""
+    with open(os.path.join(paths.REPO, "ganesha.conf.example")) as f:
+        example = f.read()
+    elision_port = free_port()
+
+    def config(g):
+        t = example.replace("10.0.0.2", "127.0.0.1").replace("10.0.0.1", "127.0.0.1")
+        for old, new in (("NFS_Port = 2049", f"NFS_Port = {g.port}"),
+                         ("MNT_Port = 20048", f"MNT_Port = {g.mnt_port}"),
+                         ("Elision_Port = 3307", f"Elision_Port = {elision_port}"),
+                         ('"/opt/ppl/lib/ganesha"', f'"{plugins_dir}"'),
+                         ('"/srv/ppl/data"', f'"{g.export_path}"'),
+                         ('"/mnt/pmem/ppl.pool"', f'"{tmp_path}/pmem/ppl.pool"'),
+                         # the default recovery directory is shared by all tests
+                         ("Only_Numeric_Owners = true;",
+                          f'Only_Numeric_Owners = true;\n    RecoveryRoot = "{g.recovery}";')):
+            assert old in t, f"ganesha.conf.example no longer contains {old!r}"
+            t = t.replace(old, new)
+        return t
+
+    (tmp_path / "pmem").mkdir()
+    (tmp_path / "data").mkdir()
+    with Ganesha(tmp_path / "ganesha", tmp_path / "data", pseudo="/ppl", config=config).start() as g:
+        assert re.search(r"CONFIG :(CRIT|MAJ|WARN) :Config File", g.log_text()) is None, g.tail_log()
+        assert g.wait_log(r"PPL: export \S+ over FSAL VFS: .*Elision=127\.0\.0\.1:%d" % elision_port, 1)
+        with Client(g.url("")) as c:
+            c.write_file("ib_logfile0", b"example" * 100)
+        assert backing(g, "ib_logfile0") == b"example" * 100

@@ -41,7 +41,9 @@ API (everything else is internal):
 `fsal` is the text of the export's FSAL block; `plugins_dir` defaults to
 Debian's FSAL directory.  `core_extra`, `export_extra` and `log_extra` are
 raw config lines added to NFS_CORE_PARAM, EXPORT and a LOG block; `env`
-adds environment variables for ganesha.nfsd.  Ganesha's stderr goes to <base>/ganesha.stderr.
+adds environment variables for ganesha.nfsd; `config`, a function of the
+Ganesha object returning the whole config text, replaces the generated one
+(it must use g.port, g.mnt_port, g.export_path, g.pseudo and g.recovery).  Ganesha's stderr goes to <base>/ganesha.stderr.
 Use as a context manager to stop the server on exit.
 """
 import atexit
@@ -125,7 +127,8 @@ def ensure_rpcbind(timeout=10):
 
 class Ganesha:
     def __init__(self, base, export_path, pseudo="/export", fsal="FSAL { Name = VFS; }",
-                 plugins_dir=None, export_id=1, core_extra="", export_extra="", log_extra="", env=None):
+                 plugins_dir=None, export_id=1, core_extra="", export_extra="", log_extra="", env=None,
+                 config=None):
         self.base = os.path.abspath(base)
         self.export_path = os.path.abspath(export_path)
         self.pseudo = "/" + pseudo.strip("/")
@@ -136,6 +139,7 @@ class Ganesha:
         self.export_extra = export_extra
         self.log_extra = log_extra
         self.env = env
+        self.config = config
         self.conf = os.path.join(self.base, "ganesha.conf")
         self.log = os.path.join(self.base, "ganesha.log")
         self.pidfile = os.path.join(self.base, "ganesha.pid")
@@ -195,7 +199,7 @@ EXPORT {{
         os.makedirs(self.base, exist_ok=True)
         os.makedirs(self.recovery, exist_ok=True)
         with open(self.conf, "w") as f:
-            f.write(self.config_text())
+            f.write(self.config(self) if self.config else self.config_text())
 
     # -- lifecycle -----------------------------------------------------
     def start(self, timeout=30, expect_export=True):
