@@ -260,9 +260,8 @@ static const char *export_path(void)
  * refused and returns false. */
 static bool parse_args(void *parse_node, struct config_error_type *err_type, struct ppl_args *args)
 {
-	char err[512];
-
 	bool was_bogus = err_type->bogus, bogus;
+	char err[512];
 	int rc;
 
 	memset(args, 0, sizeof(*args));
