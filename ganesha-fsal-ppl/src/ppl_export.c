@@ -256,8 +256,29 @@ static const char *export_path(void)
 	return "(unknown path)";
 }
 
+/* Ganesha's subfsal_commit() loads the sub-FSAL and keeps a reference to
+ * it once it has parsed the inner FSAL block (it then sets fsal_node). An
+ * export keeps that reference until release(); every other path that
+ * parsed the block must drop it, or ganesha.nfsd reports "Extra
+ * references" to the sub-FSAL at shutdown. Also frees the name. */
+static void drop_subfsal(struct ppl_args *args)
+{
+	if (args->subfsal.fsal_node && args->subfsal.name) {
+		struct fsal_module *m = lookup_fsal(args->subfsal.name);
+
+		if (m) {
+			fsal_put(m); /* lookup_fsal's */
+			fsal_put(m); /* subfsal_commit's */
+		}
+	}
+	gsh_free(args->subfsal.name);
+	args->subfsal.name = NULL;
+	args->subfsal.fsal_node = NULL;
+}
+
 /* Parses our block into args; on any problem logs why the export is
- * refused and returns false. */
+ * refused and returns false. On success the caller owns the sub-FSAL
+ * reference (see drop_subfsal). */
 static bool parse_args(void *parse_node, struct config_error_type *err_type, struct ppl_args *args)
 {
 	bool was_bogus = err_type->bogus, bogus;
@@ -276,22 +297,31 @@ static bool parse_args(void *parse_node, struct config_error_type *err_type, str
 			"lines that follow name them); fix ganesha.conf and restart", export_path(),
 			bogus ? "unknown parameters" : "errors");
 		ppl_config_free(&args->cfg);
-		gsh_free(args->subfsal.name);
+		drop_subfsal(args);
 		return false;
 	}
 	if (args->subfsal.name == NULL) {
 		LogCrit(COMPONENT_FSAL, "PPL: export %s refused: no sub-FSAL; add FSAL { Name = VFS; } "
 			"inside the PPL FSAL block", export_path());
 		ppl_config_free(&args->cfg);
+		drop_subfsal(args);
 		return false;
 	}
 	if (ppl_config_check(&args->cfg, err, sizeof(err)) != 0) {
 		LogCrit(COMPONENT_FSAL, "PPL: export %s refused: %s", export_path(), err);
 		ppl_config_free(&args->cfg);
-		gsh_free(args->subfsal.name);
+		drop_subfsal(args);
 		return false;
 	}
 	return true;
+}
+
+static void free_export(struct ppl_export *pexp)
+{
+	ppl_classmap_destroy(&pexp->classes);
+	ppl_hooks_destroy(pexp->hooks);
+	ppl_config_free(&pexp->cfg);
+	gsh_free(pexp);
 }
 
 fsal_status_t ppl_create_export(struct fsal_module *fsal_hdl, void *parse_node,
@@ -305,13 +335,14 @@ fsal_status_t ppl_create_export(struct fsal_module *fsal_hdl, void *parse_node,
 
 	if (!parse_args(parse_node, err_type, &args))
 		return fsalstat(ERR_FSAL_INVAL, EINVAL);
+	/* Loaded by subfsal_commit(), so this finds it. */
 	sub_fsal = lookup_fsal(args.subfsal.name);
 	if (sub_fsal == NULL) {
 		LogCrit(COMPONENT_FSAL, "PPL: export %s refused: sub-FSAL %s is not loaded; put its plugin "
 			"(libfsal%s.so, lower case) in Plugins_Dir next to libfsalppl.so", export_path(),
 			args.subfsal.name, args.subfsal.name);
 		ppl_config_free(&args.cfg);
-		gsh_free(args.subfsal.name);
+		drop_subfsal(&args);
 		return fsalstat(ERR_FSAL_INVAL, EINVAL);
 	}
 
@@ -321,10 +352,8 @@ fsal_status_t ppl_create_export(struct fsal_module *fsal_hdl, void *parse_node,
 	if (pexp->hooks == NULL || ppl_classmap_init(&pexp->classes) != 0) {
 		LogCrit(COMPONENT_FSAL, "PPL: export %s refused: out of memory", export_path());
 		fsal_put(sub_fsal);
-		ppl_hooks_destroy(pexp->hooks);
-		ppl_config_free(&pexp->cfg);
-		gsh_free(pexp);
-		gsh_free(args.subfsal.name);
+		free_export(pexp);
+		drop_subfsal(&args);
 		return fsalstat(ERR_FSAL_NOMEM, ENOMEM);
 	}
 
@@ -333,15 +362,14 @@ fsal_status_t ppl_create_export(struct fsal_module *fsal_hdl, void *parse_node,
 	if (FSAL_IS_ERROR(st)) {
 		LogCrit(COMPONENT_FSAL, "PPL: export %s refused: the sub-FSAL %s could not create its "
 			"export (see its message above)", export_path(), args.subfsal.name);
-		ppl_classmap_destroy(&pexp->classes);
-		ppl_hooks_destroy(pexp->hooks);
-		ppl_config_free(&pexp->cfg);
-		gsh_free(pexp);
-		gsh_free(args.subfsal.name);
+		free_export(pexp);
+		drop_subfsal(&args);
 		return st;
 	}
 
-	/* The sub-FSAL's create_export left its export in op_ctx. */
+	/* The sub-FSAL's create_export left its export in op_ctx. The
+	 * reference subfsal_commit() took is the export's now; release()
+	 * drops it. */
 	fsal_export_stack(op_ctx->fsal_export, &pexp->exp);
 	fsal_export_init(&pexp->exp);
 	export_ops_init(&pexp->exp.exp_ops);
@@ -360,18 +388,18 @@ fsal_status_t ppl_create_export(struct fsal_module *fsal_hdl, void *parse_node,
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
 }
 
-/* Export updates come from a configuration reload. The engine's parameters
- * (pool, block size, ...) cannot change under a running engine, so a
- * reload may only keep them; the sub-FSAL updates its own block. */
+/* Export updates come from a configuration reload (SIGHUP). The engine's
+ * parameters (pool, block size, ...) cannot change under a running engine,
+ * so a reload may only keep them; the sub-FSAL updates its own block. */
 fsal_status_t ppl_update_export(struct fsal_module *fsal_hdl, void *parse_node,
 				struct config_error_type *err_type, struct fsal_export *original,
 				struct fsal_module *updated_super)
 {
+	struct ppl_config *running = &pexp_of(original)->cfg;
 	struct ppl_args args;
 	struct fsal_module *sub_fsal;
 	fsal_status_t st;
 	char now[1024], then[1024];
-	bool same;
 
 	st = update_export(fsal_hdl, parse_node, err_type, original, updated_super);
 	if (FSAL_IS_ERROR(st))
@@ -379,27 +407,24 @@ fsal_status_t ppl_update_export(struct fsal_module *fsal_hdl, void *parse_node,
 	if (!parse_args(parse_node, err_type, &args))
 		return fsalstat(ERR_FSAL_INVAL, EINVAL);
 	ppl_config_format(&args.cfg, now, sizeof(now));
-	ppl_config_format(&pexp_of(original)->cfg, then, sizeof(then));
-	same = strcmp(now, then) == 0 &&
-	       strcmp(args.cfg.elision_token ? args.cfg.elision_token : "",
-		      pexp_of(original)->cfg.elision_token ? pexp_of(original)->cfg.elision_token : "") == 0;
-	ppl_config_free(&args.cfg);
-	if (!same) {
-		gsh_free(args.subfsal.name);
+	ppl_config_format(running, then, sizeof(then));
+	if (strcmp(now, then) != 0 ||
+	    strcmp(args.cfg.elision_token ? args.cfg.elision_token : "",
+		   running->elision_token ? running->elision_token : "") != 0) {
 		LogCrit(COMPONENT_FSAL, "PPL: export %s: PPL parameters cannot change on reload (running "
 			"with %s); restart ganesha.nfsd to apply them", export_path(), then);
-		return fsalstat(ERR_FSAL_INVAL, EINVAL);
-	}
-	sub_fsal = lookup_fsal(args.subfsal.name);
-	if (sub_fsal == NULL) {
+		st = fsalstat(ERR_FSAL_INVAL, EINVAL);
+	} else if ((sub_fsal = lookup_fsal(args.subfsal.name)) == NULL) {
 		LogCrit(COMPONENT_FSAL, "PPL: export %s: sub-FSAL %s is not loaded", export_path(),
 			args.subfsal.name);
-		gsh_free(args.subfsal.name);
-		return fsalstat(ERR_FSAL_INVAL, EINVAL);
+		st = fsalstat(ERR_FSAL_INVAL, EINVAL);
+	} else {
+		st = sub_fsal->m_ops.update_export(sub_fsal, args.subfsal.fsal_node, err_type,
+						   original->sub_export, fsal_hdl);
+		fsal_put(sub_fsal);
 	}
-	gsh_free(args.subfsal.name);
-	st = sub_fsal->m_ops.update_export(sub_fsal, args.subfsal.fsal_node, err_type,
-					   original->sub_export, fsal_hdl);
-	fsal_put(sub_fsal);
+	ppl_config_free(&args.cfg);
+	/* The running export already holds its reference. */
+	drop_subfsal(&args);
 	return st;
 }

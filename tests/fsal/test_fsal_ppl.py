@@ -394,6 +394,28 @@ def test_bad_configuration_refuses_export(tmp_path, plugins_dir, params, with_po
     assert m, g.tail_log()
     assert m.group(1) == g.export_path
     assert message in m.group(2), m.group(2)
+    # A refused export must not keep the sub-FSAL referenced.
+    assert "Extra references" not in g.log_text()
+
+
+def test_reload_keeps_or_refuses_engine_parameters(server):
+    """SIGHUP re-reads the exports: the same PPL parameters are accepted; a
+    changed one is refused with a clear line and the export keeps serving
+    with the parameters it started with."""
+    with Client(server.url("")) as c:
+        c.write_file("ib_logfile0", b"before")
+    server.reload()
+    assert "cannot change on reload" not in server.log_text()
+    server.fsal = server.fsal.replace("Stats_Interval = 0;", "Stats_Interval = 0; Max_Per_Page = 512;")
+    server.reload()
+    m = re.search(r"PPL: export (\S+): PPL parameters cannot change on reload \(running with (.*)\); "
+                  r"restart ganesha.nfsd to apply them", server.log_text())
+    assert m and m.group(1) == server.export_path, server.tail_log()
+    assert "Max_Per_Page=256" in m.group(2)
+    with Client(server.url("")) as c:
+        assert c.read_file("ib_logfile0") == b"before"
+        c.write_file("ib_logfile0", b"after")
+    assert backing(server, "ib_logfile0") == b"after"
 
 
 def test_missing_sub_fsal_refuses_export(tmp_path, plugins_dir):

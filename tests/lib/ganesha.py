@@ -34,6 +34,7 @@ API (everything else is internal):
     g.wait_log(regex, timeout=10)  # the first match (re.Match) or None
     g.stop(timeout=10)    # SIGTERM by pid, SIGKILL by pid after timeout; exit code
     g.kill9()             # SIGKILL by pid (a crash)
+    g.reload()            # rewrite the config, SIGHUP by pid, wait for the re-read
     g.restart(timeout=30) # stop(), then start() on the same ports and files
                           # (start() after stop() or kill9() also keeps them)
     g.pid, g.port, g.mnt_port, g.conf
@@ -290,6 +291,21 @@ EXPORT {{
         if p is not None and p.poll() is None:
             p.send_signal(signal.SIGKILL)
             p.wait()
+
+    def reload(self, timeout=10):
+        """Rewrite the config (after changing fsal=... etc.) and send SIGHUP by
+        pid: Ganesha re-reads its exports.  Returns once it logged that."""
+        offset = os.path.getsize(self.log)
+        self._write_config()
+        self.proc.send_signal(signal.SIGHUP)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            with open(self.log, errors="replace") as f:
+                f.seek(offset)
+                if "Reread exports complete" in f.read():
+                    return
+            time.sleep(0.1)
+        raise GaneshaError("ganesha.nfsd did not finish re-reading its exports:\n" + self.tail_log())
 
     def restart(self, timeout=30, expect_export=True):
         self.stop()
