@@ -21,7 +21,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: ppl-mount nfs://HOST[:PORT]/EXPORT[?ARG=VAL&...] MOUNTPOINT [options]\n"
+"usage: ppl-mount nfs://HOST/EXPORT[?ARG=VAL&...] MOUNTPOINT [options]\n"
 "\n"
 "Mounts an NFSv3 export through FUSE, for hosts without a kernel NFS client.\n"
 "Unmount with: fusermount3 -u MOUNTPOINT\n"
