@@ -50,4 +50,16 @@ def test_sysbench_check_restart(db, mnt, backing):
     assert db.sql("SELECT COUNT(*) FROM sbtest.k").strip() == "50"
     for t in ("sbtest1", "sbtest2", "k"):
         assert db.sql(f"CHECK TABLE sbtest.{t}").split("\t")[-1].strip() == "OK"
+
+    # DDL that renames, rebuilds and deletes tablespace files on the mount.
+    db.sql("ALTER TABLE sbtest.k ADD COLUMN w INT NOT NULL DEFAULT 7, FORCE")
+    db.sql("TRUNCATE TABLE sbtest.sbtest2")
+    db.sql("RENAME TABLE sbtest.k TO sbtest.k2")
+    assert db.sql("SELECT COUNT(*), SUM(w) FROM sbtest.k2").split() == ["50", "350"]
+    db.sql("DROP TABLE sbtest.k2")
+    assert not os.path.exists(os.path.join(backing, "datadir", "sbtest", "k2.ibd"))
+    assert db.sql("SELECT COUNT(*) FROM sbtest.sbtest2").strip() == "0"
     db.stop()
+    with open(db.errlog) as f:
+        errors = [line for line in f if "[ERROR]" in line]
+    assert not errors, errors
