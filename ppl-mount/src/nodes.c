@@ -99,6 +99,28 @@ void nodes_forget(struct node *n, uint64_t count)
 	free(n);
 }
 
+struct node *nodes_lock_if_open(const struct fh *fh)
+{
+	struct node *n = &root;
+
+	pthread_mutex_lock(&table_lock);
+	if (!same_fh(fh, &root.fh)) {
+		n = table[hash_fh(fh)];
+		while (n && !same_fh(&n->fh, fh))
+			n = n->next;
+	}
+	if (n) {
+		/* Taken under the table lock, so forget cannot free it meanwhile. */
+		pthread_mutex_lock(&n->lock);
+		if (n->open_count == 0) {
+			pthread_mutex_unlock(&n->lock);
+			n = NULL;
+		}
+	}
+	pthread_mutex_unlock(&table_lock);
+	return n;
+}
+
 struct node *node_of(fuse_ino_t ino)
 {
 	return ino == FUSE_ROOT_ID ? &root : (struct node *)(uintptr_t)ino;

@@ -27,6 +27,13 @@ struct node {
 	pthread_mutex_t lock;		/* the dirty list below */
 	struct extent *dirty, *dirty_tail;
 	size_t dirty_bytes;
+
+	/* Open files (under `lock`). A file unlinked while open is renamed
+	 * to a hidden name instead, removed at its last release (unlink.c). */
+	int open_count;
+	int hidden;
+	struct fh hidden_dir;
+	char hidden_name[64];
 };
 
 void nodes_init(const struct fh *root);
@@ -35,6 +42,10 @@ struct node *nodes_root(void);
 /* Finds or creates the node for `fh` and counts one kernel lookup. */
 struct node *nodes_get(const struct fh *fh);
 void nodes_forget(struct node *n, uint64_t count);
+
+/* The node for `fh` if it exists and is open, with its `lock` held;
+ * NULL otherwise. */
+struct node *nodes_lock_if_open(const struct fh *fh);
 
 struct node *node_of(fuse_ino_t ino);
 fuse_ino_t ino_of(const struct node *n);

@@ -17,6 +17,7 @@
 
 #include "log.h"
 #include "reply.h"
+#include "unlink.h"
 #include "writeback.h"
 
 static struct pool *pool;
@@ -26,6 +27,7 @@ void ops_init(struct pool *p, const struct ops_config *c)
 {
 	pool = p;
 	cfg = *c;
+	unlink_init(p);
 }
 
 static mode_t type_bits(int type)
@@ -314,12 +316,7 @@ static void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 
 static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	REMOVE3args a = { 0 };
-	struct reply r = { 0 };
-
-	fh_to_nfs(&node_of(parent)->fh, &a.object.dir);
-	a.object.name = (char *)name;
-	fuse_reply_err(req, -pool_call(pool, P_REMOVE, &a, &r));
+	fuse_reply_err(req, -unlink_name(&node_of(parent)->fh, name));
 }
 
 static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -397,9 +394,12 @@ static void set_open_flags(struct fuse_file_info *fi)
 
 static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)ino;
+	struct node *n = node_of(ino);
+
 	set_open_flags(fi);
-	reply_open(req, fi);
+	open_count_up(n);
+	if (reply_open(req, fi) != 0)
+		open_count_down(n);	/* no release will come */
 }
 
 static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -446,8 +446,11 @@ static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	ep.entry_timeout = cfg.attr_timeout;
 	to_stat(&r.attr, &ep.attr);
 	set_open_flags(fi);
-	if (reply_create(req, &ep, fi) != 0)
+	open_count_up(n);
+	if (reply_create(req, &ep, fi) != 0) {
+		open_count_down(n);
 		nodes_forget(n, 1);
+	}
 }
 
 /* Reads [off, off+size) in rsize pieces, all in flight at once; stops at
@@ -552,11 +555,14 @@ static void ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
  * a later fsync through another open retries it. */
 static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	struct node *n = node_of(ino);
+
 	(void)fi;
-	int e = writeback_flush(node_of(ino));
+	int e = writeback_flush(n);
 	if (e)
 		log_msg("COMMIT after the last close failed (%s); the data is kept for the next "
 			"fsync of this file", strerror(-e));
+	open_count_down(n);
 	fuse_reply_err(req, 0);
 }
 

@@ -253,3 +253,23 @@ def test_o_direct_roundtrip(mnt, backing):
     assert back[:] == buf[:]
     with open(os.path.join(backing, "dio"), "rb") as f:
         assert f.read() == b"\0" * 4096 + buf[:]
+
+
+def test_unlink_while_open_keeps_the_file_until_close(mnt, backing):
+    p = os.path.join(mnt, "open-unlinked")
+    fd = os.open(p, os.O_CREAT | os.O_RDWR, 0o644)
+    os.write(fd, b"still here")
+    os.unlink(p)
+    assert not os.path.exists(p)
+    assert "open-unlinked" not in os.listdir(mnt)
+    assert os.pread(fd, 100, 0) == b"still here"      # the open file lives on
+    os.pwrite(fd, b"!", 10)
+    os.fsync(fd)
+    assert os.fstat(fd).st_size == 11
+    hidden = [n for n in os.listdir(backing) if n.startswith(".ppl-mount-hidden-")]
+    assert len(hidden) == 1
+    os.close(fd)
+    deadline = time.time() + 10                         # release is asynchronous
+    while os.listdir(backing) and time.time() < deadline:
+        time.sleep(0.05)
+    assert os.listdir(backing) == []
