@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 #include "writeback.h"
@@ -34,6 +35,11 @@ static void node_init(struct node *n, const struct fh *fh)
 	pthread_rwlock_init(&n->io_lock, NULL);
 	pthread_mutex_init(&n->flush_lock, NULL);
 	pthread_mutex_init(&n->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&n->closed, &ca);
+	pthread_condattr_destroy(&ca);
 }
 
 void nodes_init(const struct fh *fh)
@@ -96,6 +102,7 @@ void nodes_forget(struct node *n, uint64_t count)
 	pthread_rwlock_destroy(&n->io_lock);
 	pthread_mutex_destroy(&n->flush_lock);
 	pthread_mutex_destroy(&n->lock);
+	pthread_cond_destroy(&n->closed);
 	free(n);
 }
 

@@ -31,6 +31,7 @@ struct node {
 	/* Open files (under `lock`). A file unlinked while open is renamed
 	 * to a hidden name instead, removed at its last release (unlink.c). */
 	int open_count;
+	pthread_cond_t closed;		/* signalled when open_count drops to 0 */
 	int hidden;
 	struct fh hidden_dir;
 	char hidden_name[64];

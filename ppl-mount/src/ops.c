@@ -558,11 +558,15 @@ static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct node *n = node_of(ino);
 
 	(void)fi;
-	int e = writeback_flush(n);
-	if (e)
-		log_msg("COMMIT after the last close failed (%s); the data is kept for the next "
-			"fsync of this file", strerror(-e));
-	open_count_down(n);
+	/* Count the close first: an unlink may be waiting for it. */
+	if (open_count_down(n)) {
+		writeback_discard(n);	/* the file is gone; its data with it */
+	} else {
+		int e = writeback_flush(n);
+		if (e && e != -ESTALE)
+			log_msg("COMMIT after the last close failed (%s); the data is kept for "
+				"the next fsync of this file", strerror(-e));
+	}
 	fuse_reply_err(req, 0);
 }
 

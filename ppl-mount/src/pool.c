@@ -242,15 +242,23 @@ static int run(struct pool *p, struct call *calls, int n, int timeout_ms)
 				}
 		}
 		if (r == 0) {
+			/* NFS3ERR_JUKEBOX: the server is alive but asks to retry
+			 * later; the call was not performed. Retry the batch on
+			 * this connection, within the same deadline. */
+			int busy = 0;
+			for (int i = 0; i < n; i++)
+				busy |= calls[i].reply->status == NFS3ERR_JUKEBOX;
 			checkin(p, c);
 			note_state(p, 0, NULL);
-			return 0;
+			if (!busy)
+				return 0;
+		} else {
+			/* Destroying the context cancels what is still queued;
+			 * those callbacks run now, while `calls` is alive. */
+			conn_drop(c);
+			checkin(p, c);
+			note_state(p, 1, err);
 		}
-		/* Destroying the context cancels what is still queued; those
-		 * callbacks run now, while `calls` is alive. */
-		conn_drop(c);
-		checkin(p, c);
-		note_state(p, 1, err);
 		int64_t t = now_ms();
 		if (deadline && t >= deadline)
 			return -EIO;

@@ -16,6 +16,7 @@ int unlink_name(const struct fh *dir, const char *name);
 
 /* Counts opens; the last close of a hidden file removes it. */
 void open_count_up(struct node *n);
-void open_count_down(struct node *n);
+/* Returns 1 when this was the last close of a hidden file, now removed. */
+int open_count_down(struct node *n);
 
 #endif

@@ -273,3 +273,35 @@ def test_unlink_while_open_keeps_the_file_until_close(mnt, backing):
     while os.listdir(backing) and time.time() < deadline:
         time.sleep(0.05)
     assert os.listdir(backing) == []
+
+
+def test_close_then_unlink_then_rmdir(mnt, backing):
+    """rm -rf right after writing: the kernel's asynchronous RELEASE must not
+    turn a closed file into a hidden one that keeps the directory busy."""
+    import threading
+    errors = []
+
+    def worker(t):
+        try:
+            for round_ in range(3):
+                d = os.path.join(mnt, f"rr{t}-{round_}")
+                os.mkdir(d)
+                for i in range(60):
+                    p = os.path.join(d, f"f{i}")
+                    with open(p, "wb") as f:
+                        f.write(b"x" * 5000)
+                    os.link(p, p + ".l")
+                    os.unlink(p)
+                    assert os.stat(p + ".l").st_nlink == 1
+                    os.unlink(p + ".l")
+                os.rmdir(d)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert os.listdir(backing) == []
