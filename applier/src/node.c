@@ -18,17 +18,33 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "ppl/elision_proto.h"
 #include "ppl/mach.h"
 #include "ppl/page.h"
 
+/* Chunks live in large blocks, allocated in log order; a block is released
+ * when the last chunk in it dies. Pages die roughly in the order their log
+ * was written (materialized, rewritten, dropped), so memory comes back
+ * without per-chunk malloc and free, which dominated ingest. */
+struct ablock {
+	struct ablock *prev, *next;
+	size_t used, cap, live;
+	uint8_t data[];
+};
+#define ABLOCK_SIZE ((size_t)16 << 20)
+
+/* A chunk finds its block by address: blocks are ABLOCK_SIZE-aligned. */
 struct nchunk {
 	struct nchunk *next;
-	uint64_t start, end;
+	uint64_t start;
+	uint32_t span; /* end LSN - start LSN: a mini-transaction is < 1 MiB */
 	uint32_t len;
 	uint8_t data[];
 };
+#define CHUNK_END(c) ((c)->start + (c)->span)
+#define CHUNK_BLOCK(c) ((struct ablock *)((uintptr_t)(c) & ~(uintptr_t)(ABLOCK_SIZE - 1)))
 
 struct npage {
 	uint64_t key;
@@ -37,6 +53,8 @@ struct npage {
 	unsigned nchunks;
 	size_t bytes;
 	bool from_init, freed, diverged;
+	bool chunk_from_init;   /* this mtr's chunk starts with INIT/FREE */
+	void *user;             /* the streaming sink's per-page state */
 	/* building this mtr's chunk */
 	uint64_t mark;
 	size_t mtr_len, mtr_fill;
@@ -62,8 +80,12 @@ struct ppl_node {
 	uint64_t log_size;
 	char err[512];
 
+	struct ablock *blocks;  /* newest first; blocks->used grows */
+	size_t arena_bytes;
+
 	struct npage **map;     /* open addressing by key */
 	size_t map_cap, map_n;
+	struct npage *last;     /* the page get() returned last */
 
 	struct entry *ents;     /* records of the mtr being indexed */
 	size_t ents_cap;
@@ -137,9 +159,12 @@ static int rehash(struct ppl_node *n)
 
 static struct npage *get(struct ppl_node *n, uint64_t k)
 {
+	/* Consecutive records are mostly for the same page. */
+	if (n->last && n->last->key == k)
+		return n->last;
 	struct npage *p = find(n, k);
 	if (p)
-		return p;
+		return n->last = p;
 	if ((n->map_n + 1) * 2 > n->map_cap && rehash(n))
 		return NULL;
 	p = calloc(1, sizeof *p);
@@ -152,17 +177,60 @@ static struct npage *get(struct ppl_node *n, uint64_t k)
 	n->map[j] = p;
 	n->map_n++;
 	n->st.pages_indexed = n->map_n;
-	return p;
+	return n->last = p;
+}
+
+static struct nchunk *chunk_alloc(struct ppl_node *n, size_t len)
+{
+	size_t need = (sizeof(struct nchunk) + len + 7) & ~(size_t)7;
+	struct ablock *b = n->blocks;
+	if (need > ABLOCK_SIZE - sizeof *b)
+		return NULL; /* cannot happen: an mtr is at most 1 MiB */
+	if (b && b->used + need > b->cap && !b->live) {
+		b->used = 0; /* every chunk in it is gone: reuse it as is */
+	} else if (!b || b->used + need > b->cap) {
+		b = aligned_alloc(ABLOCK_SIZE, ABLOCK_SIZE);
+		if (!b)
+			return NULL;
+		/* Huge pages: millions of small chunks otherwise cost a page
+		 * fault per 4 KiB of new log. */
+		madvise(b, ABLOCK_SIZE, MADV_HUGEPAGE);
+		b->used = b->live = 0;
+		b->cap = ABLOCK_SIZE - sizeof *b;
+		b->prev = NULL;
+		b->next = n->blocks;
+		if (n->blocks)
+			n->blocks->prev = b;
+		n->blocks = b;
+		n->arena_bytes += ABLOCK_SIZE;
+	}
+	struct nchunk *c = (struct nchunk *)(b->data + b->used);
+	b->used += need;
+	b->live++;
+	return c;
+}
+
+static void chunk_free(struct ppl_node *n, struct nchunk *c)
+{
+	struct ablock *b = CHUNK_BLOCK(c);
+	n->st.chunks--;
+	n->st.chunk_bytes -= c->len;
+	n->st.chunks_dropped++;
+	if (--b->live || b == n->blocks)
+		return; /* the newest block stays open for allocation */
+	if (b->prev)
+		b->prev->next = b->next;
+	if (b->next)
+		b->next->prev = b->prev;
+	n->arena_bytes -= ABLOCK_SIZE;
+	free(b);
 }
 
 static void drop_chunks(struct ppl_node *n, struct npage *p)
 {
 	for (struct nchunk *c = p->head, *next; c; c = next) {
 		next = c->next;
-		n->st.chunks--;
-		n->st.chunk_bytes -= c->len;
-		n->st.chunks_dropped++;
-		free(c);
+		chunk_free(n, c);
 	}
 	p->head = p->tail = NULL;
 	p->nchunks = 0;
@@ -187,11 +255,12 @@ void ppl_node_free(struct ppl_node *n)
 	if (!n)
 		return;
 	for (size_t i = 0; i < n->map_cap; i++)
-		if (n->map[i]) {
-			drop_chunks(n, n->map[i]);
-			free(n->map[i]->building);
-			free(n->map[i]);
-		}
+		free(n->map[i]);
+	while (n->blocks) {
+		struct ablock *b = n->blocks;
+		n->blocks = b->next;
+		free(b);
+	}
 	while (n->ev_head) {
 		struct pending_event *e = n->ev_head;
 		n->ev_head = e->next;
@@ -282,9 +351,11 @@ static int on_mtr(void *arg, const struct ppl_mtr *m)
 				p->mark = seq;
 				p->mtr_len = 0;
 				p->valid_from = cnt;
+				p->chunk_from_init = false;
 				n->touched[ntouched++] = p; /* touched_cap == ents_cap >= cnt + 1 below */
 			}
 			if (r.type == PPL_REC_INIT_PAGE || r.type == PPL_REC_FREE_PAGE) {
+				p->chunk_from_init = true;
 				drop_chunks(n, p);
 				p->init_lsn = m->start_lsn;
 				p->from_init = true;
@@ -301,6 +372,8 @@ static int on_mtr(void *arg, const struct ppl_mtr *m)
 			 * all earlier log for it is void. */
 			n->st.rec_by_ext[PPL_EXT_TRIM_PAGES]++;
 			drop_space_locked(n, r.space_id);
+			if (n->cfg.on_drop_space)
+				n->cfg.on_drop_space(n->cfg.sink_arg, r.space_id);
 			memset(&ev, 0, sizeof ev);
 			ev.type = PPL_EXT_TRIM_PAGES;
 			ev.space_id = r.space_id;
@@ -310,8 +383,11 @@ static int on_mtr(void *arg, const struct ppl_mtr *m)
 			break;
 		case PPL_RK_FILE:
 			n->st.file_recs[(r.type >> 4) - 8]++;
-			if (r.type == PPL_FILE_DELETE)
+			if (r.type == PPL_FILE_DELETE) {
 				drop_space_locked(n, r.space_id);
+				if (n->cfg.on_drop_space)
+					n->cfg.on_drop_space(n->cfg.sink_arg, r.space_id);
+			}
 			memset(&ev, 0, sizeof ev);
 			ev.type = r.type;
 			ev.space_id = r.space_id;
@@ -340,7 +416,7 @@ static int on_mtr(void *arg, const struct ppl_mtr *m)
 		struct npage *p = n->touched[i];
 		if (!p->mtr_len)
 			continue;
-		p->building = malloc(sizeof *p->building + p->mtr_len);
+		p->building = chunk_alloc(n, p->mtr_len);
 		if (!p->building)
 			goto oom;
 		p->mtr_fill = 0;
@@ -360,8 +436,22 @@ static int on_mtr(void *arg, const struct ppl_mtr *m)
 		p->building = NULL;
 		c->next = NULL;
 		c->start = m->start_lsn;
-		c->end = m->end_lsn;
+		c->span = (uint32_t)(m->end_lsn - m->start_lsn);
 		c->len = (uint32_t)p->mtr_fill;
+		if (n->cfg.chunk_sink) {
+			int r = n->cfg.chunk_sink(n->cfg.sink_arg, key_space(p->key), key_page(p->key), &p->user,
+						  p->chunk_from_init, m->start_lsn, m->end_lsn, c->data, c->len);
+			n->st.chunks++;
+			n->st.chunk_bytes += c->len;
+			chunk_free(n, c);
+			if (r) {
+				snprintf(n->err, sizeof n->err, "applying the mini-transaction at LSN %llu to page %u:%u failed",
+					 (unsigned long long)m->start_lsn, key_space(p->key), key_page(p->key));
+				n->fail = 1;
+				return -1;
+			}
+			continue;
+		}
 		if (p->tail)
 			p->tail->next = c;
 		else
@@ -473,7 +563,7 @@ static void info_of(const struct npage *p, struct ppl_node_page_info *o)
 	o->diverged = p->diverged;
 	o->init_lsn = p->init_lsn;
 	o->first_lsn = p->head ? p->head->start : 0;
-	o->last_lsn = p->tail ? p->tail->end : 0;
+	o->last_lsn = p->tail ? CHUNK_END(p->tail) : 0;
 	o->chunks = p->nchunks;
 	o->bytes = p->bytes;
 }
@@ -497,8 +587,8 @@ static enum ppl_apply_status rebuild_locked(struct ppl_node *n, const struct npa
 	struct ppl_page_ref ref = {frame, n->cfg.page_size, space, page_no};
 	struct ppl_page_replay rp;
 	ppl_replay_begin(&rp, &ref, p->from_init ? p->init_lsn : 0);
-	for (const struct nchunk *c = p->head; c && c->end <= upto; c = c->next) {
-		enum ppl_apply_status s = ppl_replay_mtr(&rp, c->start, c->end, c->data, c->len, err);
+	for (const struct nchunk *c = p->head; c && CHUNK_END(c) <= upto; c = c->next) {
+		enum ppl_apply_status s = ppl_replay_mtr(&rp, c->start, CHUNK_END(c), c->data, c->len, err);
 		if (s != PPL_APPLY_OK)
 			return s;
 	}
@@ -517,6 +607,12 @@ enum ppl_apply_status ppl_node_rebuild(struct ppl_node *n, uint32_t space, uint3
 		rebuild_locked(n, find(n, key_of(space, page_no)), space, page_no, frame, upto_lsn, changed, err);
 	pthread_rwlock_unlock(&n->lock);
 	return s;
+}
+
+static int cmp_page_key(const void *a, const void *b)
+{
+	uint64_t x = (*(struct npage *const *)a)->key, y = (*(struct npage *const *)b)->key;
+	return x < y ? -1 : x > y;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -547,6 +643,24 @@ void ppl_node_for_each_page(struct ppl_node *n,
 	free(keys);
 }
 
+void ppl_node_for_each_user(struct ppl_node *n, void (*fn)(void *arg, uint32_t space, uint32_t page_no, void *user),
+			    void *arg)
+{
+	pthread_rwlock_rdlock(&n->lock);
+	struct npage **pages = malloc((n->map_n + 1) * sizeof *pages);
+	size_t cnt = 0;
+	for (size_t i = 0; pages && i < n->map_cap; i++)
+		if (n->map[i] && n->map[i]->user)
+			pages[cnt++] = n->map[i];
+	pthread_rwlock_unlock(&n->lock);
+	if (!pages)
+		return;
+	qsort(pages, cnt, sizeof *pages, cmp_page_key);
+	for (size_t i = 0; i < cnt; i++)
+		fn(arg, key_space(pages[i]->key), key_page(pages[i]->key), pages[i]->user);
+	free(pages);
+}
+
 void ppl_node_page_written(struct ppl_node *n, const uint8_t *image)
 {
 	uint32_t space = ppl_page_space(image), page_no = ppl_page_no(image);
@@ -555,15 +669,12 @@ void ppl_node_page_written(struct ppl_node *n, const uint8_t *image)
 	struct npage *p = find(n, key_of(space, page_no));
 	if (p) {
 		n->st.bases_taken++;
-		while (p->head && p->head->end <= lsn) {
+		while (p->head && CHUNK_END(p->head) <= lsn) {
 			struct nchunk *c = p->head;
 			p->head = c->next;
 			p->nchunks--;
 			p->bytes -= c->len;
-			n->st.chunks--;
-			n->st.chunk_bytes -= c->len;
-			n->st.chunks_dropped++;
-			free(c);
+			chunk_free(n, c);
 		}
 		if (!p->head) {
 			p->tail = NULL;
@@ -622,9 +733,9 @@ unsigned ppl_node_elide(struct ppl_node *n, uint32_t space, uint32_t page_no, ui
 		verdict = PPL_ELIDE_NACK_UNKNOWN_PAGE;
 	} else if (p->diverged) {
 		verdict = PPL_ELIDE_NACK_UNSUPPORTED;
-	} else if (lsn > p->tail->end) {
+	} else if (lsn > CHUNK_END(p->tail)) {
 		verdict = lsn > ppl_node_parsed_lsn(n) ? PPL_ELIDE_NACK_NOT_DURABLE : PPL_ELIDE_NACK_LSN_BEHIND;
-	} else if (lsn < p->tail->end) {
+	} else if (lsn < CHUNK_END(p->tail)) {
 		verdict = PPL_ELIDE_NACK_LSN_AHEAD;
 	} else {
 		bool changed = false;
@@ -637,8 +748,8 @@ unsigned ppl_node_elide(struct ppl_node *n, uint32_t space, uint32_t page_no, ui
 			verdict = PPL_ELIDE_NACK_INTERNAL;
 		else if (s != PPL_APPLY_OK)
 			verdict = PPL_ELIDE_NACK_UNSUPPORTED;
-		else if (changed && ppl_page_lsn(frame) == lsn && ppl_page_stored_crc(frame, n->cfg.page_size) == checksum)
-			verdict = PPL_ELIDE_ACK;
+		else if (ppl_page_lsn(frame) == lsn && ppl_page_stored_crc(frame, n->cfg.page_size) == checksum)
+			verdict = PPL_ELIDE_ACK; /* rebuilt, or the data file already holds exactly this page */
 		else
 			verdict = PPL_ELIDE_NACK_CHECKSUM;
 		if (verdict == PPL_ELIDE_NACK_CHECKSUM || verdict == PPL_ELIDE_NACK_UNSUPPORTED) {

@@ -30,6 +30,7 @@ struct space {
 	size_t page_size;
 	bool deleted, page0_written;
 	bool from_new;          /* mariadb-backup's NAME.new, renamed to NAME.ibd at the end */
+	unsigned drops;         /* times the log dropped this space (FILE_DELETE, TRIM_PAGES) */
 	uint64_t trim_lsn;
 	uint32_t trim_pages;
 	char *logged_name;      /* from FILE_CREATE/MODIFY/RENAME */
@@ -45,6 +46,7 @@ struct ctx {
 	size_t spaces_n, spaces_cap;
 
 	uint8_t *frame;
+	bool streaming;         /* rebuild while reading the log; no index kept */
 	int failed;
 };
 
@@ -439,6 +441,24 @@ static void ask_elision(struct ctx *c, struct space *s, uint32_t space_id, uint3
 	close(fd);
 }
 
+static void finish_page(struct ctx *c, struct space *s, uint32_t page_no, const uint8_t *frame, bool changed);
+
+/* Reads a page's base from its data file (zeros past the end). */
+static int read_page(struct ctx *c, struct space *s, uint32_t page_no, uint8_t *frame)
+{
+	size_t ps = s->page_size;
+	if (s->fd < 0) {
+		memset(frame, 0, ps);
+		return 0;
+	}
+	ssize_t got = pread(s->fd, frame, ps, (off_t)page_no * (off_t)ps);
+	if (got < 0)
+		return fail(c, "%s: read error at page %u: %s", s->path, page_no, strerror(errno));
+	if ((size_t)got < ps)
+		memset(frame + got, 0, ps - (size_t)got);
+	return 0;
+}
+
 static void apply_page(void *arg, uint32_t space_id, uint32_t page_no, const struct ppl_node_page_info *info)
 {
 	struct ctx *c = arg;
@@ -455,19 +475,11 @@ static void apply_page(void *arg, uint32_t space_id, uint32_t page_no, const str
 	}
 	if (space_open(c, s))
 		return;
-	size_t ps = s->page_size;
 	uint8_t *frame = c->frame;
-	if (info->from_init || s->fd < 0) {
-		memset(frame, 0, ps);
-	} else {
-		ssize_t got = pread(s->fd, frame, ps, (off_t)page_no * (off_t)ps);
-		if (got < 0) {
-			fail(c, "%s: read error at page %u: %s", s->path, page_no, strerror(errno));
-			return;
-		}
-		if ((size_t)got < ps)
-			memset(frame + got, 0, ps - (size_t)got);
-	}
+	if (info->from_init)
+		memset(frame, 0, s->page_size);
+	else if (read_page(c, s, page_no, frame))
+		return;
 	if (c->o->trace && c->o->verbose && space_id == c->o->trace_space && page_no == c->o->trace_page)
 		fprintf(c->o->verbose, "page %u:%u in %s: %u mtrs pending (LSN %llu..%llu), %s, page LSN %llu\n",
 			space_id, page_no, s->path, info->chunks, (unsigned long long)info->first_lsn,
@@ -484,6 +496,13 @@ static void apply_page(void *arg, uint32_t space_id, uint32_t page_no, const str
 		     ppl_rec_type_name(e.rec_type, e.ext_subtype), e.rec_offset, e.msg);
 		return;
 	}
+	finish_page(c, s, page_no, frame, changed);
+}
+
+/* Writes a rebuilt page back, extending the file as recovery does. */
+static void finish_page(struct ctx *c, struct space *s, uint32_t page_no, const uint8_t *frame, bool changed)
+{
+	size_t ps = s->page_size;
 	if (!changed) {
 		c->res->pages_skipped_freed++;
 		return;
@@ -508,12 +527,116 @@ static void apply_page(void *arg, uint32_t space_id, uint32_t page_no, const str
 	}
 }
 
+/* ---- streaming: each page is rebuilt in memory as its records arrive -- */
+
+/* A page being rebuilt while the log is read. */
+struct spage {
+	struct ppl_page_replay rp;
+	unsigned epoch;         /* its space's drop count when it started */
+	bool no_base;           /* no data file held it when it was first touched */
+	uint8_t frame[];
+};
+
+static int stream_chunk(void *arg, uint32_t space_id, uint32_t page_no, void **user, bool from_init,
+			uint64_t start, uint64_t end, const uint8_t *recs, size_t len)
+{
+	struct ctx *c = arg;
+	struct space *s = space_find(c, space_id);
+	if (!s && !(s = space_add(c, space_id)))
+		return fail(c, "out of memory");
+	if (!s->page_size)
+		s->page_size = c->page_size;
+	struct spage *p = *user;
+	if (!p) {
+		p = aligned_alloc(64, (sizeof *p + s->page_size + 63) & ~(size_t)63);
+		if (!p)
+			return fail(c, "out of memory");
+		*user = p;
+		from_init = true; /* decided below: read a base or not */
+		p->epoch = s->drops + 1; /* force a start */
+	}
+	struct ppl_page_ref ref = {p->frame, s->page_size, space_id, page_no};
+	if (from_init || p->epoch != s->drops) {
+		/* The first chunk, a page (re)initialized or freed by the log, or
+		 * a space the log dropped and recreated: start over. Only the
+		 * first touch of a page that the log does not initialize reads
+		 * its data file. */
+		bool first = p->epoch == s->drops + 1;
+		p->epoch = s->drops;
+		p->no_base = false;
+		uint64_t init_lsn = 0;
+		unsigned t = recs[0] & 0x70;
+		if ((t == 0x00 || t == 0x10) && !(recs[0] & 0x80)) {
+			init_lsn = start; /* INIT_PAGE or FREE_PAGE first: not read */
+			memset(p->frame, 0, s->page_size);
+		} else if (!first) {
+			init_lsn = start; /* a dropped space: its old pages are void */
+			memset(p->frame, 0, s->page_size);
+		} else if (!s->deleted && (s->path || s->logged_name)) {
+			if (space_open(c, s) || read_page(c, s, page_no, p->frame))
+				return -1;
+		} else {
+			p->no_base = true;
+			memset(p->frame, 0, s->page_size);
+		}
+		ppl_replay_begin(&p->rp, &ref, init_lsn);
+	}
+	struct ppl_apply_error e;
+	enum ppl_apply_status st = ppl_replay_mtr(&p->rp, start, end, recs, len, &e);
+	if (st != PPL_APPLY_OK)
+		return fail(c, "space %u page %u (%s, %s) mtr at LSN %llu: %s record %s at byte %u: %s", space_id,
+			    page_no, s->path ? s->path : "no file", ppl_page_type_name(ppl_page_type(p->frame)),
+			    (unsigned long long)start, st == PPL_APPLY_UNSUPPORTED ? "unsupported" : "corrupt",
+			    ppl_rec_type_name(e.rec_type, e.ext_subtype), e.rec_offset, e.msg);
+	return 0;
+}
+
+static void stream_drop_space(void *arg, uint32_t space_id)
+{
+	struct ctx *c = arg;
+	struct space *s = space_find(c, space_id);
+	if (!s)
+		s = space_add(c, space_id);
+	if (s)
+		s->drops++;
+}
+
+static void stream_finish(void *arg, uint32_t space_id, uint32_t page_no, void *user)
+{
+	struct ctx *c = arg;
+	struct spage *p = user;
+	struct space *s = space_find(c, space_id);
+	if (c->failed || !s) {
+		free(p);
+		return;
+	}
+	bool changed = ppl_replay_finish(&p->rp);
+	if (s->deleted || p->epoch != s->drops) {
+		/* deleted file; or a space dropped after this page's last record */
+		free(p);
+		return;
+	}
+	c->res->pages_touched++;
+	c->res->mtrs_skipped_lsn += p->rp.skipped;
+	if (p->no_base && changed) {
+		fail(c, "records for space %u page %u, but no data file held it and the log does not "
+			"initialize it", space_id, page_no);
+	} else if (!space_open(c, s)) {
+		finish_page(c, s, page_no, p->frame, changed);
+	}
+	free(p);
+}
+
 static int apply_pages(struct ctx *c)
 {
-	c->frame = aligned_alloc(4096, 65536);
-	if (!c->frame)
-		return fail(c, "out of memory");
-	ppl_node_for_each_page(c->node, apply_page, c);
+	if (c->streaming) {
+		ppl_node_for_each_user(c->node, stream_finish, c);
+	} else {
+		c->frame = aligned_alloc(4096, 65536);
+		if (!c->frame)
+			return fail(c, "out of memory");
+		ppl_node_for_each_page(c->node, apply_page, c);
+	}
 	if (c->failed)
 		return -1;
 	for (size_t i = 0; i < c->spaces_n; i++) {
@@ -550,8 +673,18 @@ int ppl_replay_datadir(const struct ppl_replay_opts *o, struct ppl_replay_result
 		fail(&c, "%s has no readable system tablespace (ibdata1): not an InnoDB datadir?", o->datadir);
 		goto out;
 	}
+	if (o->stream && o->elide_against) {
+		fail(&c, "--elide-against needs the records kept: it cannot be combined with streaming");
+		goto out;
+	}
+	c.streaming = o->stream;
 	struct ppl_node_config nc = {.page_size = c.page_size, .log_is_file_image = true,
 				     .log = log_note, .log_arg = &c};
+	if (c.streaming) {
+		nc.chunk_sink = stream_chunk;
+		nc.on_drop_space = stream_drop_space;
+		nc.sink_arg = &c;
+	}
 	c.node = ppl_node_new(&nc);
 	if (!c.node) {
 		fail(&c, "out of memory");
@@ -582,7 +715,8 @@ out:
 		memcpy(res->rec_by_type, st.rec_by_type, sizeof st.rec_by_type);
 		memcpy(res->rec_by_ext, st.rec_by_ext, sizeof st.rec_by_ext);
 		memcpy(res->file_recs, st.file_recs, sizeof st.file_recs);
-		res->mtrs_skipped_lsn = st.rebuild_mtrs_skipped;
+		if (!c.streaming)
+			res->mtrs_skipped_lsn = st.rebuild_mtrs_skipped;
 		ppl_node_free(c.node);
 	}
 	for (size_t i = 0; i < c.spaces_n; i++) {

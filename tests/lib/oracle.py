@@ -202,6 +202,17 @@ def run_oracle(base, page_size=16384, undo_tablespaces=0, load_seconds=30, table
     if rr.returncode != 0:
         raise RuntimeError("ppl-replay failed:\n" + rr.stderr[-3000:])
     compared, diffs, problems = compare_dirs(prepared, replayed)
+    # The streaming mode (no index, pages rebuilt as the log is read) on a
+    # third copy must agree too.
+    streamed = os.path.join(base, "streamed")
+    shutil.copytree(backup, streamed)
+    rs = subprocess.run([paths.tool("ppl-replay"), "--stream", streamed], stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, text=True)
+    if rs.returncode != 0:
+        raise RuntimeError("ppl-replay --stream failed:\n" + rs.stderr[-3000:])
+    compared_s, diffs_s, problems_s = compare_dirs(prepared, streamed)
+    diffs += [f"(--stream) {d}" for d in diffs_s]
+    problems += [f"(--stream) {p}" for p in problems_s]
     return {"compared": compared, "diffs": diffs, "problems": problems, "replay": rr.stdout,
             "prepare_s": prepare_s, "replay_s": replay_s, "ddl_rounds": ddl.rounds,
             "log_size": os.path.getsize(os.path.join(backup, "ib_logfile0"))}

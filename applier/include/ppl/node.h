@@ -22,6 +22,18 @@ struct ppl_node_config {
 	size_t page_size;        /* the server's innodb_page_size */
 	bool log_is_file_image;  /* fed from a log file, not from a server's writes */
 	size_t tail_slack;       /* see ppl_redo_reader_new(); 0 = 4096 */
+	/* Streaming: instead of keeping each page's records, hand every
+	 * (page, mtr) chunk to this sink as soon as it is parsed, and forget
+	 * it. `user` is a per-page slot the sink may use (NULL at first).
+	 * `from_init`: the chunk starts with INIT_PAGE or FREE_PAGE, so
+	 * whatever came before for this page is void. on_drop_space is called
+	 * at once when the log drops a space (FILE_DELETE, TRIM_PAGES). A
+	 * non-zero return stops ingest with an error. Used by ppl-replay,
+	 * which needs no index: memory stays at the pages touched. */
+	int (*chunk_sink)(void *arg, uint32_t space, uint32_t page_no, void **user, bool from_init,
+			  uint64_t start_lsn, uint64_t end_lsn, const uint8_t *recs, size_t len);
+	void (*on_drop_space)(void *arg, uint32_t space);
+	void *sink_arg;
 	/* Notes about file-level records (FILE_DELETE, TRIM_PAGES, ...) and
 	 * errors; NULL = silent. */
 	void (*log)(void *arg, const char *msg);
@@ -73,6 +85,10 @@ bool ppl_node_page_info(struct ppl_node *n, uint32_t space, uint32_t page_no, st
  * *changed when records were applied. */
 enum ppl_apply_status ppl_node_rebuild(struct ppl_node *n, uint32_t space, uint32_t page_no, uint8_t *frame,
 				       uint64_t upto_lsn, bool *changed, struct ppl_apply_error *err);
+
+/* Visits every page that has a sink user slot set, in (space, page) order. */
+void ppl_node_for_each_user(struct ppl_node *n, void (*fn)(void *arg, uint32_t space, uint32_t page_no, void *user),
+			    void *arg);
 
 /* Visits every indexed page in (space, page) order. */
 void ppl_node_for_each_page(struct ppl_node *n, void (*fn)(void *arg, uint32_t space, uint32_t page_no,

@@ -21,6 +21,12 @@ struct ppl_replay_opts {
 	 * whether it can reproduce that reference page's LSN and checksum
 	 * (the elision question); the answers are counted. */
 	const char *elide_against;
+	/* Rebuild pages in memory while the log is read, keeping no records:
+	 * memory stays at the pages touched instead of growing with the log,
+	 * at some cost in speed (pages are visited in log order, not file
+	 * order). Default: keep every page's records in the storage engine's
+	 * index, as the storage node does, and rebuild at the end. */
+	bool stream;
 	uint32_t trace_space, trace_page;
 };
 
