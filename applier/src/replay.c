@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +46,6 @@ struct ctx {
 	struct space *spaces;
 	size_t spaces_n, spaces_cap;
 
-	uint8_t *frame;
 	bool streaming;         /* rebuild while reading the log; no index kept */
 	int failed;
 };
@@ -57,15 +57,20 @@ static double now(void)
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+static pthread_mutex_t fail_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The first failure is the one reported; apply workers may race here. */
 static int fail(struct ctx *c, const char *fmt, ...)
 {
+	pthread_mutex_lock(&fail_lock);
 	if (!c->failed) {
 		va_list ap;
 		va_start(ap, fmt);
 		vsnprintf(c->res->error, sizeof c->res->error, fmt, ap);
 		va_end(ap);
 	}
-	c->failed = 1;
+	__atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&fail_lock);
 	return -1;
 }
 
@@ -426,13 +431,13 @@ static void ask_elision(struct ctx *c, struct space *s, uint32_t space_id, uint3
 	uint8_t *page = aligned_alloc(4096, s->page_size);
 	if (page && pread(fd, page, s->page_size, (off_t)page_no * (off_t)s->page_size) == (ssize_t)s->page_size &&
 	    ppl_page_lsn(page)) {
-		c->res->elide_asked++;
+		__atomic_add_fetch(&c->res->elide_asked, 1, __ATOMIC_RELAXED);
 		unsigned v = ppl_node_elide(c->node, space_id, page_no, ppl_page_lsn(page),
 					    ppl_page_stored_crc(page, s->page_size), read_base, s);
 		if (v == 0)
-			c->res->elide_acked++;
+			__atomic_add_fetch(&c->res->elide_acked, 1, __ATOMIC_RELAXED);
 		else {
-			c->res->elide_nacked++;
+			__atomic_add_fetch(&c->res->elide_nacked, 1, __ATOMIC_RELAXED);
 			note(c, "elision of page %u:%u at LSN %llu refused: reason %u", space_id, page_no,
 			     (unsigned long long)ppl_page_lsn(page), v);
 		}
@@ -459,12 +464,38 @@ static int read_page(struct ctx *c, struct space *s, uint32_t page_no, uint8_t *
 	return 0;
 }
 
-static void apply_page(void *arg, uint32_t space_id, uint32_t page_no, const struct ppl_node_page_info *info)
+/* A page to rebuild in the apply phase. */
+struct job {
+	uint32_t space, page_no;
+	struct ppl_node_page_info info;
+};
+
+struct jobs {
+	struct job *v;
+	size_t n, cap;
+};
+
+static void collect_page(void *arg, uint32_t space_id, uint32_t page_no, const struct ppl_node_page_info *info)
 {
-	struct ctx *c = arg;
+	struct jobs *j = arg;
+	if (j->n == j->cap) {
+		size_t cap = j->cap ? j->cap * 2 : 4096;
+		struct job *v = realloc(j->v, cap * sizeof *v);
+		if (!v)
+			return; /* counted as missing below */
+		j->v = v;
+		j->cap = cap;
+	}
+	j->v[j->n++] = (struct job){space_id, page_no, *info};
+}
+
+/* Rebuilds one page (its space is already open) into `frame` and writes it. */
+static void apply_page(struct ctx *c, uint8_t *frame, uint32_t space_id, uint32_t page_no,
+		       const struct ppl_node_page_info *info)
+{
 	if (c->failed)
 		return;
-	c->res->pages_touched++;
+	__atomic_add_fetch(&c->res->pages_touched, 1, __ATOMIC_RELAXED);
 	struct space *s = space_find(c, space_id);
 	if (s && s->deleted)
 		return; /* FILE_DELETE: the file is gone, and so is its log */
@@ -473,9 +504,6 @@ static void apply_page(void *arg, uint32_t space_id, uint32_t page_no, const str
 		     page_no);
 		return;
 	}
-	if (space_open(c, s))
-		return;
-	uint8_t *frame = c->frame;
 	if (info->from_init)
 		memset(frame, 0, s->page_size);
 	else if (read_page(c, s, page_no, frame))
@@ -504,10 +532,10 @@ static void finish_page(struct ctx *c, struct space *s, uint32_t page_no, const 
 {
 	size_t ps = s->page_size;
 	if (!changed) {
-		c->res->pages_skipped_freed++;
+		__atomic_add_fetch(&c->res->pages_skipped_freed, 1, __ATOMIC_RELAXED);
 		return;
 	}
-	c->res->pages_written++;
+	__atomic_add_fetch(&c->res->pages_written, 1, __ATOMIC_RELAXED);
 	if (!c->o->dry_run && pwrite(s->fd, frame, ps, (off_t)page_no * (off_t)ps) != (ssize_t)ps) {
 		fail(c, "%s: write error at page %u: %s", s->path, page_no, strerror(errno));
 		return;
@@ -522,9 +550,66 @@ static void finish_page(struct ctx *c, struct space *s, uint32_t page_no, const 
 				     strerror(errno));
 				return;
 			}
-			c->res->files_extended++;
+			__atomic_add_fetch(&c->res->files_extended, 1, __ATOMIC_RELAXED);
 		}
 	}
+}
+
+struct worker {
+	struct ctx *c;
+	struct jobs *jobs;
+	unsigned id, count;
+};
+
+static void *apply_worker(void *arg)
+{
+	struct worker *w = arg;
+	uint8_t *frame = aligned_alloc(4096, 65536);
+	if (!frame) {
+		fail(w->c, "out of memory");
+		return NULL;
+	}
+	for (size_t i = w->id; i < w->jobs->n && !__atomic_load_n(&w->c->failed, __ATOMIC_RELAXED); i += w->count) {
+		const struct job *j = &w->jobs->v[i];
+		apply_page(w->c, frame, j->space, j->page_no, &j->info);
+	}
+	free(frame);
+	return NULL;
+}
+
+/* Every indexed page, in file order, split across worker threads: pages
+ * are independent once the log is indexed. Files are opened (or created)
+ * first, by this thread. */
+static int apply_indexed(struct ctx *c)
+{
+	struct jobs jobs = {0};
+	ppl_node_for_each_page(c->node, collect_page, &jobs);
+	for (size_t i = 0; i < jobs.n && !c->failed; i++) {
+		struct space *s = space_find(c, jobs.v[i].space);
+		if (s && !s->deleted && (i == 0 || jobs.v[i - 1].space != jobs.v[i].space))
+			space_open(c, s);
+	}
+	unsigned count = c->o->threads ? c->o->threads : 2;
+	if (count > 16)
+		count = 16;
+	pthread_t tid[16];
+	struct worker w[16];
+	unsigned started = 0;
+	for (unsigned t = 0; t < count && !c->failed; t++) {
+		w[t] = (struct worker){c, &jobs, t, count};
+		if (pthread_create(&tid[t], NULL, apply_worker, &w[t]))
+			break;
+		started++;
+	}
+	if (!started && !c->failed)
+		fail(c, "cannot start apply threads");
+	else if (started < count)
+		for (unsigned t = started; t < count; t++) /* do the missing share here */
+			apply_worker(&(struct worker){c, &jobs, t, count});
+	for (unsigned t = 0; t < started; t++)
+		pthread_join(tid[t], NULL);
+	free(jobs.v);
+	return c->failed ? -1 : 0;
 }
 
 /* ---- streaming: each page is rebuilt in memory as its records arrive -- */
@@ -616,7 +701,7 @@ static void stream_finish(void *arg, uint32_t space_id, uint32_t page_no, void *
 		free(p);
 		return;
 	}
-	c->res->pages_touched++;
+	__atomic_add_fetch(&c->res->pages_touched, 1, __ATOMIC_RELAXED);
 	c->res->mtrs_skipped_lsn += p->rp.skipped;
 	if (p->no_base && changed) {
 		fail(c, "records for space %u page %u, but no data file held it and the log does not "
@@ -631,11 +716,8 @@ static int apply_pages(struct ctx *c)
 {
 	if (c->streaming) {
 		ppl_node_for_each_user(c->node, stream_finish, c);
-	} else {
-		c->frame = aligned_alloc(4096, 65536);
-		if (!c->frame)
-			return fail(c, "out of memory");
-		ppl_node_for_each_page(c->node, apply_page, c);
+	} else if (apply_indexed(c)) {
+		return -1;
 	}
 	if (c->failed)
 		return -1;
@@ -726,6 +808,5 @@ out:
 		free(c.spaces[i].logged_name);
 	}
 	free(c.spaces);
-	free(c.frame);
 	return ret;
 }

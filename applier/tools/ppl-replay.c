@@ -31,6 +31,7 @@ static void usage(FILE *f)
 		"                   pages touched (default: keep all records in the storage engine's\n"
 		"                   per-page index, as the storage node does, and rebuild at the end;\n"
 		"                   faster, but needs about as much memory as the log to apply)\n"
+		"  --threads N      apply with N threads (default 2; 1..16)\n"
 		"  --elide-against DIR  for every page, ask the storage engine whether it can reproduce the\n"
 		"                   page with the LSN and checksum it has in DIR (a copy recovered by other\n"
 		"                   means); print how many it accepted and refused\n"
@@ -173,7 +174,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{"copy-to", required_argument, 0, 'c'}, {"log", required_argument, 0, 'l'},
 		{"start-lsn", required_argument, 0, 's'}, {"dry-run", no_argument, 0, 'n'},
-		{"json", no_argument, 0, 'j'}, {"trace", required_argument, 0, 't'}, {"elide-against", required_argument, 0, 'e'}, {"stream", no_argument, 0, 'x'}, {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'},
+		{"json", no_argument, 0, 'j'}, {"trace", required_argument, 0, 't'}, {"elide-against", required_argument, 0, 'e'}, {"stream", no_argument, 0, 'x'}, {"threads", required_argument, 0, 'T'}, {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0}};
 	struct ppl_replay_opts o = {0};
 	const char *copy_to = NULL;
@@ -196,6 +197,16 @@ int main(int argc, char **argv)
 		case 'v': o.verbose = stderr; break;
 		case 'e': o.elide_against = optarg; break;
 		case 'x': o.stream = true; break;
+		case 'T': {
+			char *end;
+			unsigned long t = strtoul(optarg, &end, 10);
+			if (*end || t < 1 || t > 16) {
+				fprintf(stderr, "ppl-replay: --threads needs a number from 1 to 16, got \"%s\"\n", optarg);
+				return 2;
+			}
+			o.threads = (unsigned)t;
+			break;
+		}
 		case 't':
 			if (sscanf(optarg, "%u:%u", &o.trace_space, &o.trace_page) != 2) {
 				fprintf(stderr, "ppl-replay: --trace needs SPACE:PAGE, got \"%s\"\n", optarg);

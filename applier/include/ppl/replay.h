@@ -27,6 +27,7 @@ struct ppl_replay_opts {
 	 * order). Default: keep every page's records in the storage engine's
 	 * index, as the storage node does, and rebuild at the end. */
 	bool stream;
+	unsigned threads;         /* apply threads (index mode); 0 = 2 */
 	uint32_t trace_space, trace_page;
 };
 
