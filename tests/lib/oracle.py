@@ -51,11 +51,14 @@ def data_files(root):
 def doublewrite_pages(page_size):
     """ibdata1 pages of the doublewrite buffer.
 
-    storage/innobase/buf/buf0dblwr.cc (buf_dblwr_t::create) allocates two
-    extents, starting at the second extent of the system tablespace, and
-    fills them from buf_dblwr_t::flush_buffered_writes() with copies of pages
-    being flushed: plain file writes outside the redo log. --prepare never
-    touches them (measured: see DESIGN.md), so they are not comparable."""
+    MariaDB 10.11.18 storage/innobase/buf/buf0dblwr.cc, in
+    buf_dblwr_t::flush_buffered_writes(), lines 668-678:
+    `os_aio(request, write_buf, os_offset_t{block1.page_no()} <<
+    srv_page_size_shift, ...)` writes copies of the pages being flushed into
+    the two extents that buf_dblwr_t::create() reserved, starting at the
+    second extent of the system tablespace. Those are plain file writes with
+    no redo, and --prepare never touches them (measured: see DESIGN.md), so
+    what the backup copied there is not comparable."""
     extent = {4096: 256, 8192: 128, 16384: 64, 32768: 64, 65536: 64}[page_size]
     return range(extent, 3 * extent)
 
