@@ -278,6 +278,13 @@ void ppl_node_free(struct ppl_node *n)
 
 static void queue_event(struct ppl_node *n, const struct ppl_node_file_event *e)
 {
+	if (n->cfg.chunk_sink) {
+		/* Streaming: the sink needs file names before the pages that
+		 * follow in the log; it already runs inside ingest. */
+		if (n->file_fn)
+			n->file_fn(n->file_arg, e);
+		return;
+	}
 	struct pending_event *pe = malloc(sizeof *pe);
 	if (!pe)
 		return;

@@ -712,6 +712,19 @@ static void stream_finish(void *arg, uint32_t space_id, uint32_t page_no, void *
 	free(p);
 }
 
+/* Whether a live space uses the same file: a table dropped and created
+ * again under its name resolves to the same path, and the drop must not
+ * delete the new table's file. */
+static bool path_in_use(struct ctx *c, const struct space *dead)
+{
+	for (size_t i = 0; i < c->spaces_n; i++) {
+		const struct space *s = &c->spaces[i];
+		if (s != dead && !s->deleted && s->path && !strcmp(s->path, dead->path))
+			return true;
+	}
+	return false;
+}
+
 static int apply_pages(struct ctx *c)
 {
 	if (c->streaming) {
@@ -733,7 +746,7 @@ static int apply_pages(struct ctx *c)
 			if (rename(s->path, to))
 				return fail(c, "cannot rename %s to %s: %s", s->path, to, strerror(errno));
 		}
-		if (s->deleted && s->path && !c->o->dry_run) {
+		if (s->deleted && s->path && !c->o->dry_run && !path_in_use(c, s)) {
 			if (unlink(s->path) == 0) {
 				c->res->files_deleted++;
 				note(c, "space %u: deleted %s (FILE_DELETE)", s->id, s->path);

@@ -114,7 +114,9 @@ unsigned ppl_node_elide(struct ppl_node *n, uint32_t space, uint32_t page_no, ui
 /* ---- files -------------------------------------------------------------- */
 
 /* File-level events from the log, in LSN order, for the embedder to act on
- * (ppl-replay deletes and creates files; the FSAL moves state). */
+ * (ppl-replay deletes and creates files; the FSAL moves state). Delivered
+ * after ppl_node_log_write() returns, outside the lock; in streaming mode
+ * (chunk_sink) at once, in log order with the chunks. */
 struct ppl_node_file_event {
 	uint8_t type;            /* PPL_FILE_CREATE/DELETE/RENAME/MODIFY, or PPL_EXT_TRIM_PAGES */
 	uint32_t space_id;
