@@ -84,6 +84,10 @@ def test_mariadb_on_fsal_ppl(tmp_path):
     assert f[("system_ts", "write")][1] > 0         # ibdata1
     assert f[("tablespace", "write")][1] > 0
     assert f[("tablespace", "rename_from")][0] >= 1  # RENAME TABLE
-    assert f[("tablespace", "unlink")][0] >= 1       # DROP TABLE
+    # DROP TABLE reaches the FSAL as an unlink of t2.ibd, or, when the file
+    # is still open on the client, as ppl-mount's rename of it to a hidden
+    # name (ppl-mount/README.md): then one more rename away from the class.
+    unlinks = f.get(("tablespace", "unlink"), (0, None))[0]
+    assert unlinks >= 1 or f[("tablespace", "rename_from")][0] >= 2
     assert not any(cls == "unresolved" for cls, _ in f), f
     assert re.search(r"PPL: export \S+ over FSAL VFS", g.log_text())
