@@ -619,6 +619,10 @@ struct spage {
 	struct ppl_page_replay rp;
 	unsigned epoch;         /* its space's drop count when it started */
 	bool no_base;           /* no data file held it when it was first touched */
+	/* A record did not apply. Not yet an error: the log may still drop
+	 * the space (recovery discards the records of a deleted file), or
+	 * reinitialize the page; judged at the end. */
+	char *error;
 	uint8_t frame[];
 };
 
@@ -637,6 +641,7 @@ static int stream_chunk(void *arg, uint32_t space_id, uint32_t page_no, void **u
 		if (!p)
 			return fail(c, "out of memory");
 		*user = p;
+		p->error = NULL;
 		from_init = true; /* decided below: read a base or not */
 		p->epoch = s->drops + 1; /* force a start */
 	}
@@ -649,6 +654,8 @@ static int stream_chunk(void *arg, uint32_t space_id, uint32_t page_no, void **u
 		bool first = p->epoch == s->drops + 1;
 		p->epoch = s->drops;
 		p->no_base = false;
+		free(p->error);
+		p->error = NULL;
 		uint64_t init_lsn = 0;
 		unsigned t = recs[0] & 0x70;
 		if ((t == 0x00 || t == 0x10) && !(recs[0] & 0x80)) {
@@ -666,13 +673,19 @@ static int stream_chunk(void *arg, uint32_t space_id, uint32_t page_no, void **u
 		}
 		ppl_replay_begin(&p->rp, &ref, init_lsn);
 	}
+	if (p->error)
+		return 0; /* already failed: wait for a reinitialization or a drop */
 	struct ppl_apply_error e;
 	enum ppl_apply_status st = ppl_replay_mtr(&p->rp, start, end, recs, len, &e);
-	if (st != PPL_APPLY_OK)
-		return fail(c, "space %u page %u (%s, %s) mtr at LSN %llu: %s record %s at byte %u: %s", space_id,
-			    page_no, s->path ? s->path : "no file", ppl_page_type_name(ppl_page_type(p->frame)),
-			    (unsigned long long)start, st == PPL_APPLY_UNSUPPORTED ? "unsupported" : "corrupt",
-			    ppl_rec_type_name(e.rec_type, e.ext_subtype), e.rec_offset, e.msg);
+	if (st != PPL_APPLY_OK) {
+		char msg[512];
+		snprintf(msg, sizeof msg, "space %u page %u (%s, %s) mtr at LSN %llu: %s record %s at byte %u: %s",
+			 space_id, page_no, s->path ? s->path : "no file", ppl_page_type_name(ppl_page_type(p->frame)),
+			 (unsigned long long)start, st == PPL_APPLY_UNSUPPORTED ? "unsupported" : "corrupt",
+			 ppl_rec_type_name(e.rec_type, e.ext_subtype), e.rec_offset, e.msg);
+		if (!(p->error = strdup(msg)))
+			return fail(c, "out of memory");
+	}
 	return 0;
 }
 
@@ -692,15 +705,23 @@ static void stream_finish(void *arg, uint32_t space_id, uint32_t page_no, void *
 	struct spage *p = user;
 	struct space *s = space_find(c, space_id);
 	if (c->failed || !s) {
+		free(p->error);
+		free(p);
+		return;
+	}
+	if (s->deleted || p->epoch != s->drops) {
+		/* deleted file; or a space dropped after this page's last record */
+		free(p->error);
+		free(p);
+		return;
+	}
+	if (p->error) {
+		fail(c, "%s", p->error);
+		free(p->error);
 		free(p);
 		return;
 	}
 	bool changed = ppl_replay_finish(&p->rp);
-	if (s->deleted || p->epoch != s->drops) {
-		/* deleted file; or a space dropped after this page's last record */
-		free(p);
-		return;
-	}
 	__atomic_add_fetch(&c->res->pages_touched, 1, __ATOMIC_RELAXED);
 	c->res->mtrs_skipped_lsn += p->rp.skipped;
 	if (p->no_base && changed) {
