@@ -1,0 +1,229 @@
+/* The per-page log (PPL) pool: small per-page redo kept durable on
+ * (emulated) NVDIMM, after NV-PPL.
+ *
+ * A pool is one file mapped with libpmem: real persistent memory on a DAX
+ * mount, or a file on tmpfs standing in for it. It holds
+ *   - a superblock tying it to one datadir (layout in pool_media.h),
+ *   - per-page chains of 64 B blocks (configurable) holding the redo record
+ *     bytes of each page with their LSNs, at most max_per_page bytes of
+ *     blocks per page,
+ *   - doublewrite slots: a page image is made durable here before it is
+ *     written to its data file, so a torn data-file write can be repaired,
+ *   - the durable LSN: the point from which the redo log must be re-read
+ *     after a crash.
+ * A DRAM index (liburcu lock-free hash table) maps (space, page) to the
+ * page's chain and to records that did not fit (over the cap, or pool
+ * full): those stay in DRAM only, and the caller must materialize the page
+ * before the redo log wraps over them (DESIGN I3).
+ *
+ * Crash consistency: every change becomes visible through one aligned
+ * 8-byte store made durable after the bytes it publishes; a crash leaves
+ * the old state or the new one. Every record and header carries a
+ * checksum, so damage is reported, never applied.
+ *
+ * Threads: appends, reclaims and doublewrite calls may come from several
+ * threads (writers of one page are serialized by a lock chosen by the
+ * page's hash); readers (ppl_pool_records, ppl_pool_page_info) take no
+ * lock. Threads are registered with RCU automatically (urcu-bp). */
+#ifndef PPL_POOL_H
+#define PPL_POOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct ppl_pool;
+
+#define PPL_POOL_IDENTITY_MAX 127
+
+/* Shape of a new pool. Zero fields take the defaults in brackets. */
+struct ppl_pool_geometry {
+	uint64_t size;          /* bytes of the pool file [64 MiB] */
+	uint32_t block_size;    /* power of two, 64..4096 [64] */
+	uint32_t max_per_page;  /* bytes of blocks per page, a multiple of block_size [256] */
+	uint32_t dw_slots;      /* doublewrite slots [32] */
+	uint32_t dw_page_size;  /* largest page a slot holds, 4096..65536 [16384] */
+	const char *identity;   /* what the pool belongs to, e.g. the datadir (required) */
+};
+
+/* Creates a new pool file; refuses to overwrite an existing non-empty
+ * file. 0, or -1 with a message in err. */
+int ppl_pool_create(const char *path, const struct ppl_pool_geometry *g, char *err, size_t errlen);
+
+/* Reads and writes data-file pages for the doublewrite restore at open.
+ * read: 0, or -1 if the page cannot be read (file gone). write: 0 once the
+ * page is durable in the data file, or -1. */
+typedef int (*ppl_pool_page_read_fn)(void *arg, uint32_t space, uint32_t page_no, uint8_t *buf, size_t size);
+typedef int (*ppl_pool_page_write_fn)(void *arg, uint32_t space, uint32_t page_no, const uint8_t *buf,
+				      size_t size);
+
+/* Every store to the pool, every flush and every drain, for the
+ * crash-consistency test (NULL in production). Offsets are from the start
+ * of the pool file. */
+struct ppl_pool_tracer {
+	void (*store)(void *arg, uint64_t off, const void *src, size_t len);
+	void (*flush)(void *arg, uint64_t off, size_t len);
+	void (*drain)(void *arg);
+	void *arg;
+};
+
+struct ppl_pool_options {
+	const char *identity;        /* must equal the pool's; NULL = accept any (tools) */
+	uint32_t block_size;         /* must equal the pool's; 0 = accept */
+	uint32_t max_per_page;       /* must equal the pool's; 0 = accept */
+	bool read_only;              /* inspect: map read-only, repair nothing */
+	unsigned low_water_pct;      /* free blocks below this: clean [10] */
+	unsigned high_water_pct;     /* clean until free blocks reach this [25] */
+	ppl_pool_page_read_fn read_page;   /* NULL: doublewrite slots are kept, not restored */
+	ppl_pool_page_write_fn write_page;
+	void *page_arg;
+	void (*log)(void *arg, const char *msg); /* recovery findings and damage; NULL = silent */
+	void *log_arg;
+	const struct ppl_pool_tracer *tracer;
+};
+
+/* What the open-time scan found and did. */
+struct ppl_pool_recovery {
+	uint64_t pages, records, blocks_used, blocks_free;
+	uint64_t orphan_blocks;        /* in no chain, not marked free: blocks of freed chains, or of an append a crash cut short (normal) */
+	uint64_t replaced_chains;      /* an interrupted chain replacement finished */
+	uint64_t damaged_pages;        /* chain or record checksum failed: not applied */
+	uint64_t damaged_blocks;
+	uint64_t dw_pending;           /* slots that were in use at the crash */
+	uint64_t dw_restored;          /* data-file page torn or older: copied back */
+	uint64_t dw_current;           /* data-file page already complete */
+	uint64_t dw_unreadable;        /* data-file page could not be read (or no callback) */
+	uint64_t dw_damaged;           /* slot checksum failed: left alone */
+	uint64_t durable_lsn;
+	uint64_t elapsed_ns;
+};
+
+/* Opens (and in read-write mode recovers) a pool. Refuses, with a message
+ * saying what to do, a file that is not a pool, a pool of another layout
+ * version, block size, cap or identity, a damaged superblock, a truncated
+ * file. `rec` may be NULL. */
+int ppl_pool_open(const char *path, const struct ppl_pool_options *o, struct ppl_pool **out,
+		  struct ppl_pool_recovery *rec, char *err, size_t errlen);
+void ppl_pool_close(struct ppl_pool *p);
+
+/* What the superblock says. */
+struct ppl_pool_header {
+	uint32_t version, block_size, max_per_page, dw_slots, dw_page_size;
+	uint64_t size, nblocks, created_unix;
+	uint8_t uuid[16];
+	char identity[PPL_POOL_IDENTITY_MAX + 1];
+	bool is_pmem;                /* real persistent memory (DAX) */
+};
+void ppl_pool_get_header(const struct ppl_pool *p, struct ppl_pool_header *out);
+
+/* ---- per-page records ------------------------------------------------- */
+
+/* One page's share of one mini-transaction. from_init: it starts with
+ * INIT_PAGE or FREE_PAGE, so it voids everything before it. */
+struct ppl_pool_rec {
+	uint64_t start_lsn, end_lsn;
+	bool from_init;
+	bool in_dram;                /* not in pmem: over the cap or pool full */
+	uint16_t len;
+	const uint8_t *bytes;
+};
+
+enum ppl_pool_status {
+	PPL_POOL_OK = 0,        /* durable in the pool */
+	PPL_POOL_OVER_CAP,      /* kept in DRAM only: the page is over its cap; materialize it */
+	PPL_POOL_FULL,          /* kept in DRAM only: no free block; reclaim (foreground) */
+	PPL_POOL_CORRUPT,       /* a checksum failed: reported, nothing applied */
+	PPL_POOL_ERROR,         /* bad argument or out of memory */
+};
+const char *ppl_pool_status_name(enum ppl_pool_status s);
+
+/* Appends a record for a page. LSNs must not go backwards for a page. A
+ * from_init record replaces the page's chain. Returns OK once the record
+ * is durable; OVER_CAP or FULL when it was kept in DRAM instead (and every
+ * later record of that page goes to DRAM too, to keep LSN order, until a
+ * reclaim covers them). */
+enum ppl_pool_status ppl_pool_append(struct ppl_pool *p, uint32_t space, uint32_t page_no,
+				     const struct ppl_pool_rec *r);
+
+/* Calls fn for each record of the page, pmem records first, in LSN order,
+ * after checking every checksum: CORRUPT (and no call) if one fails. A fn
+ * returning nonzero stops the walk. OK also when the page has nothing. */
+typedef int (*ppl_pool_rec_fn)(void *arg, const struct ppl_pool_rec *r);
+enum ppl_pool_status ppl_pool_records(struct ppl_pool *p, uint32_t space, uint32_t page_no, ppl_pool_rec_fn fn,
+				      void *arg);
+
+struct ppl_pool_page_info {
+	bool present;
+	bool spilled;                /* has DRAM-only records */
+	bool damaged;
+	uint32_t seq;                /* chain generation */
+	uint32_t blocks, records, dram_records;
+	uint32_t bytes;              /* record bytes in pmem, headers included */
+	uint32_t dram_bytes;
+	uint64_t base_lsn;           /* records at or below it were materialized */
+	uint64_t first_lsn, last_lsn; /* start of the first record, end of the last */
+};
+bool ppl_pool_page_info(struct ppl_pool *p, uint32_t space, uint32_t page_no, struct ppl_pool_page_info *out);
+
+/* The page was materialized durably at page LSN upto: drops its records
+ * ending at or below upto, pmem and DRAM; the rest (if any) move to a new
+ * chain. Frees the blocks (after readers are done with them). */
+enum ppl_pool_status ppl_pool_reclaim(struct ppl_pool *p, uint32_t space, uint32_t page_no, uint64_t upto);
+
+/* Forgets every page of a space (file dropped or truncated). Returns the
+ * number of pages dropped. */
+uint64_t ppl_pool_drop_space(struct ppl_pool *p, uint32_t space);
+
+/* Visits every page (no order). The info is a snapshot. */
+void ppl_pool_for_each_page(struct ppl_pool *p,
+			    void (*fn)(void *arg, uint32_t space, uint32_t page_no,
+				       const struct ppl_pool_page_info *info),
+			    void *arg);
+
+/* The n pages with the oldest first record (spilled pages first: they hold
+ * the log), oldest first. Returns how many were written to out. */
+struct ppl_pool_page_ref {
+	uint32_t space, page_no;
+	uint64_t first_lsn;
+	bool spilled;
+};
+size_t ppl_pool_oldest(struct ppl_pool *p, struct ppl_pool_page_ref *out, size_t n);
+
+/* The oldest LSN whose record is only in DRAM (UINT64_MAX if none): the
+ * redo log must not be overwritten from there on (I3). */
+uint64_t ppl_pool_oldest_dram_lsn(struct ppl_pool *p);
+
+struct ppl_pool_usage {
+	uint64_t nblocks, free_blocks, pages, spilled_pages, damaged_pages;
+	uint64_t dram_records, dram_bytes;
+	uint64_t appends, appends_over_cap, appends_full, reclaims;
+	uint64_t low_water_blocks, high_water_blocks;
+	bool needs_cleaning;         /* free below the low-water mark */
+	bool cleaned_enough;         /* free at or above the high-water mark */
+};
+void ppl_pool_usage(struct ppl_pool *p, struct ppl_pool_usage *out);
+
+/* ---- durable LSN -------------------------------------------------------- */
+
+/* Everything the log holds before lsn is durable in the pool or in the
+ * data files: a restart re-reads the log from here. */
+int ppl_pool_set_durable_lsn(struct ppl_pool *p, uint64_t lsn);
+uint64_t ppl_pool_durable_lsn(const struct ppl_pool *p);
+
+/* ---- doublewrite ---------------------------------------------------------- */
+
+/* Makes the page image durable in a free slot (waits for one if all are in
+ * use). Write the page to its data file afterwards, make it durable, then
+ * release the slot. Returns the slot, or -1 with a message (page larger
+ * than the slots). */
+int ppl_pool_dw_stage(struct ppl_pool *p, uint32_t space, uint32_t page_no, const uint8_t *image, size_t size,
+		      char *err, size_t errlen);
+void ppl_pool_dw_release(struct ppl_pool *p, int slot);
+
+/* Slots in use (for inspection). fn gets space, page, page LSN and size. */
+void ppl_pool_dw_for_each(struct ppl_pool *p,
+			  void (*fn)(void *arg, int slot, uint32_t space, uint32_t page_no, uint64_t lsn,
+				     uint32_t size, bool intact),
+			  void *arg);
+
+#endif

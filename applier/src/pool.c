@@ -1,0 +1,608 @@
+/* The pool file: create, open with validation, the recovery scan that
+ * rebuilds the DRAM index from the blocks, the durable LSN. Records and
+ * the index are in pool_chain.c, doublewrite slots in pool_dw.c. */
+#include <errno.h>
+#include <fcntl.h>
+#include <libpmem.h>
+#include <linux/magic.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pool_int.h"
+#include "ppl/crc32c.h"
+
+#define DEFAULT_SIZE (64ull << 20)
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	if (err && errlen)
+		vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+void pool_logf(struct ppl_pool *p, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	if (p->opt.log == NULL)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	p->opt.log(p->opt.log_arg, msg);
+}
+
+unsigned long pool_hash(uint64_t key)
+{
+	/* splitmix64's finalizer: page numbers are dense and the table is
+	 * split by the low bits. */
+	key ^= key >> 30;
+	key *= 0xbf58476d1ce4e5b9ull;
+	key ^= key >> 27;
+	key *= 0x94d049bb133111ebull;
+	key ^= key >> 31;
+	return (unsigned long)key;
+}
+
+uint32_t pool_head_crc(uint32_t space, uint32_t page_no, uint64_t base_lsn, uint32_t seq)
+{
+	uint8_t b[20];
+	memcpy(b, &space, 4);
+	memcpy(b + 4, &page_no, 4);
+	memcpy(b + 8, &base_lsn, 8);
+	memcpy(b + 16, &seq, 4);
+	return ppl_crc32c(0, b, sizeof(b));
+}
+
+uint32_t pool_rec_crc(uint32_t space, uint32_t page_no, const uint8_t *hdr, const uint8_t *bytes, size_t len)
+{
+	uint8_t id[8];
+	memcpy(id, &space, 4);
+	memcpy(id + 4, &page_no, 4);
+	uint32_t c = ppl_crc32c(0, id, sizeof(id));
+	c = ppl_crc32c(c, hdr, 14); /* start, delta, len|flags: everything but the crc */
+	return ppl_crc32c(c, bytes, len);
+}
+
+static uint32_t sb_crc(const struct pool_sb *sb)
+{
+	return ppl_crc32c(0, sb, offsetof(struct pool_sb, crc));
+}
+
+static uint32_t ckpt_crc(const struct pool_ckpt *c)
+{
+	return ppl_crc32c(0, c, 16);
+}
+
+static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+/* Where the areas go for a geometry; also the check that it makes sense. */
+static int layout(struct pool_sb *sb, char *err, size_t errlen)
+{
+	if (sb->block_size < 64 || sb->block_size > POOL_MAX_BLOCK || (sb->block_size & (sb->block_size - 1)))
+		return fail(err, errlen, "block size %u: must be a power of two from 64 to %u", sb->block_size,
+			    POOL_MAX_BLOCK);
+	if (sb->max_per_page < sb->block_size || sb->max_per_page % sb->block_size || sb->max_per_page > 4096)
+		return fail(err, errlen, "per-page cap %u: must be a multiple of the block size (%u), at most 4096",
+			    sb->max_per_page, sb->block_size);
+	if (sb->dw_slots < 1 || sb->dw_slots > 4096)
+		return fail(err, errlen, "doublewrite slots %u: must be 1..4096", sb->dw_slots);
+	if (sb->dw_page_size < 4096 || sb->dw_page_size > 65536 || (sb->dw_page_size & (sb->dw_page_size - 1)))
+		return fail(err, errlen, "doublewrite page size %u: must be a power of two from 4096 to 65536",
+			    sb->dw_page_size);
+	sb->dw_img_off = align_up(POOL_DW_HDR_OFF + (uint64_t)sb->dw_slots * POOL_DW_HDR_SIZE, POOL_ALIGN);
+	sb->blocks_off = align_up(sb->dw_img_off + (uint64_t)sb->dw_slots * sb->dw_page_size, POOL_ALIGN);
+	if (sb->size < sb->blocks_off + 16ull * sb->block_size)
+		return fail(err, errlen, "pool size %llu B is too small: the superblock and %u doublewrite slots "
+			    "alone take %llu B", (unsigned long long)sb->size, sb->dw_slots,
+			    (unsigned long long)sb->blocks_off);
+	uint64_t n = (sb->size - sb->blocks_off) / sb->block_size;
+	if (n > UINT32_MAX)
+		return fail(err, errlen, "pool size %llu B holds more than 2^32 blocks of %u B: use larger blocks",
+			    (unsigned long long)sb->size, sb->block_size);
+	sb->nblocks = n;
+	return 0;
+}
+
+int ppl_pool_create(const char *path, const struct ppl_pool_geometry *g, char *err, size_t errlen)
+{
+	struct pool_sb sb;
+	memset(&sb, 0, sizeof(sb));
+	memcpy(sb.magic, POOL_MAGIC, 8);
+	sb.version = POOL_VERSION;
+	sb.size = g->size ? g->size : DEFAULT_SIZE;
+	sb.block_size = g->block_size ? g->block_size : 64;
+	sb.max_per_page = g->max_per_page ? g->max_per_page : 256;
+	sb.dw_slots = g->dw_slots ? g->dw_slots : 32;
+	sb.dw_page_size = g->dw_page_size ? g->dw_page_size : 16384;
+	if (g->identity == NULL || g->identity[0] == '\0')
+		return fail(err, errlen, "a pool needs an identity (the datadir it belongs to)");
+	if (strlen(g->identity) > PPL_POOL_IDENTITY_MAX)
+		return fail(err, errlen, "identity is longer than %d bytes", PPL_POOL_IDENTITY_MAX);
+	snprintf(sb.identity, sizeof(sb.identity), "%s", g->identity);
+	if (layout(&sb, err, errlen) != 0)
+		return -1;
+	sb.created_unix = (uint64_t)time(NULL);
+	if (getrandom(sb.uuid, sizeof(sb.uuid), 0) != (ssize_t)sizeof(sb.uuid))
+		return fail(err, errlen, "getrandom: %s", strerror(errno));
+	sb.crc = sb_crc(&sb);
+
+	size_t mapped;
+	int is_pmem;
+	void *base = pmem_map_file(path, sb.size, PMEM_FILE_CREATE | PMEM_FILE_EXCL, 0600, &mapped, &is_pmem);
+	if (base == NULL) {
+		if (errno == EEXIST)
+			return fail(err, errlen, "%s exists: a pool is never overwritten; remove the file first if "
+				    "you mean to discard its contents", path);
+		return fail(err, errlen, "cannot create %s (%llu B): %s", path, (unsigned long long)sb.size,
+			    pmem_errormsg());
+	}
+	/* A new file reads as zeros: every block and slot is free. Only the
+	 * superblock and the first durable-LSN slot need writing. */
+	struct pool_ckpt c;
+	memset(&c, 0, sizeof(c));
+	c.seq = 1;
+	c.crc = ckpt_crc(&c);
+	uint8_t *b = base;
+	memcpy(b + POOL_CKPT_OFF, &c, sizeof(c));
+	memcpy(b + POOL_SB_OFF, &sb, sizeof(sb));
+	int rc = 0;
+	if (is_pmem) {
+		pmem_persist(b, POOL_DW_HDR_OFF);
+	} else if (pmem_msync(b, POOL_DW_HDR_OFF) != 0) {
+		rc = fail(err, errlen, "msync %s: %s", path, strerror(errno));
+	}
+	pmem_unmap(base, mapped);
+	if (rc == 0) {
+		/* the file's size and name must survive too */
+		int fd = open(path, O_RDONLY);
+		if (fd < 0 || fsync(fd) != 0)
+			rc = fail(err, errlen, "fsync %s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+	}
+	if (rc != 0)
+		unlink(path);
+	return rc;
+}
+
+static enum pm_mode choose_mode(const char *path, int is_pmem)
+{
+	struct statfs s;
+	if (is_pmem)
+		return PM_PMEM;
+	if (statfs(path, &s) == 0 && s.f_type == TMPFS_MAGIC)
+		return PM_EMUL;
+	return PM_MSYNC;
+}
+
+static int check_sb(struct ppl_pool *p, const char *path, uint64_t file_size, char *err, size_t errlen)
+{
+	struct pool_sb sb;
+	if (file_size < POOL_SB_SIZE)
+		return fail(err, errlen, "%s is %llu B: too short to be a pool (truncated?)", path,
+			    (unsigned long long)file_size);
+	memcpy(&sb, p->pm.base + POOL_SB_OFF, sizeof(sb));
+	if (memcmp(sb.magic, POOL_MAGIC, 8) != 0)
+		return fail(err, errlen, "%s is not a PPL pool (bad magic); nothing was changed. Create a pool "
+			    "with `ppl-inspect pool create`", path);
+	if (sb_crc(&sb) != sb.crc)
+		return fail(err, errlen, "%s: the pool superblock is damaged (checksum mismatch); the pool was "
+			    "not opened and not changed. Restore it from a copy or, if its contents may be lost, "
+			    "re-create it (the redo log is then the only source of unmaterialized changes)", path);
+	if (sb.version != POOL_VERSION)
+		return fail(err, errlen, "%s: pool layout version %u, this build reads version %u; the pool was "
+			    "not opened. Use the matching build, or drain and re-create the pool", path, sb.version,
+			    POOL_VERSION);
+	struct pool_sb chk = sb;
+	char why[256];
+	if (layout(&chk, why, sizeof(why)) != 0 || chk.nblocks != sb.nblocks || chk.blocks_off != sb.blocks_off ||
+	    chk.dw_img_off != sb.dw_img_off)
+		return fail(err, errlen, "%s: the superblock's geometry is inconsistent (%s)", path,
+			    chk.nblocks != sb.nblocks ? "block count" : why);
+	if (file_size < sb.size)
+		return fail(err, errlen, "%s is %llu B but its superblock says %llu B: the file was truncated; "
+			    "the pool was not opened", path, (unsigned long long)file_size,
+			    (unsigned long long)sb.size);
+	sb.identity[PPL_POOL_IDENTITY_MAX] = '\0';
+	if (p->opt.identity && strcmp(p->opt.identity, sb.identity) != 0)
+		return fail(err, errlen, "%s belongs to \"%s\", not \"%s\": a pool serves one datadir. Point the "
+			    "configuration at that datadir's pool, or create a new pool for this one", path,
+			    sb.identity, p->opt.identity);
+	if (p->opt.block_size && p->opt.block_size != sb.block_size)
+		return fail(err, errlen, "%s has %u B blocks, the configuration asks for %u: set the block size "
+			    "to %u or create a new pool", path, sb.block_size, p->opt.block_size, sb.block_size);
+	if (p->opt.max_per_page && p->opt.max_per_page != sb.max_per_page)
+		return fail(err, errlen, "%s has a per-page cap of %u B, the configuration asks for %u: set it to "
+			    "%u or create a new pool", path, sb.max_per_page, p->opt.max_per_page,
+			    sb.max_per_page);
+	p->sb = sb;
+	p->bs = sb.block_size;
+	p->cap_blocks = sb.max_per_page / sb.block_size;
+	p->nblocks = sb.nblocks;
+	p->blocks_off = sb.blocks_off;
+	return 0;
+}
+
+static void load_ckpt(struct ppl_pool *p)
+{
+	p->ckpt_seq = 0;
+	p->durable_lsn = 0;
+	for (int i = 0; i < 2; i++) {
+		struct pool_ckpt c;
+		memcpy(&c, p->pm.base + POOL_CKPT_OFF + (size_t)i * POOL_CKPT_SLOT, sizeof(c));
+		if (c.seq && ckpt_crc(&c) == c.crc && c.seq > p->ckpt_seq) {
+			p->ckpt_seq = c.seq;
+			p->durable_lsn = c.lsn;
+		}
+	}
+}
+
+int ppl_pool_set_durable_lsn(struct ppl_pool *p, uint64_t lsn)
+{
+	if (p->read_only)
+		return -1;
+	pthread_mutex_lock(&p->ckpt_lock);
+	struct pool_ckpt c;
+	memset(&c, 0, sizeof(c));
+	c.seq = p->ckpt_seq + 1;
+	c.lsn = lsn;
+	c.crc = ckpt_crc(&c);
+	/* The slot not holding the current value: a torn write leaves that
+	 * one intact. */
+	uint64_t off = POOL_CKPT_OFF + (c.seq & 1) * POOL_CKPT_SLOT;
+	pm_write(&p->pm, off, &c, sizeof(c));
+	pm_persist(&p->pm, off, sizeof(c));
+	p->ckpt_seq = c.seq;
+	__atomic_store_n(&p->durable_lsn, lsn, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&p->ckpt_lock);
+	return 0;
+}
+
+uint64_t ppl_pool_durable_lsn(const struct ppl_pool *p)
+{
+	return __atomic_load_n(&p->durable_lsn, __ATOMIC_ACQUIRE);
+}
+
+/* ---- the recovery scan -------------------------------------------------- */
+
+struct head_ref {
+	uint64_t key;
+	uint32_t seq, block;
+};
+
+static int head_cmp(const void *a, const void *b)
+{
+	const struct head_ref *x = a, *y = b;
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
+	/* newest generation first; wrap-around compare */
+	int32_t d = (int32_t)(y->seq - x->seq);
+	return d > 0 ? 1 : d < 0 ? -1 : 0;
+}
+
+static int scan(struct ppl_pool *p, struct ppl_pool_recovery *rec, char *err, size_t errlen)
+{
+	uint8_t *visited = calloc(p->nblocks, 1);
+	size_t nheads = 0, cap = 1024;
+	struct head_ref *heads = malloc(cap * sizeof(*heads));
+	uint8_t *stream = malloc(p->sb.max_per_page);
+	if (visited == NULL || heads == NULL || stream == NULL) {
+		free(visited);
+		free(heads);
+		free(stream);
+		return fail(err, errlen, "out of memory scanning %llu blocks", (unsigned long long)p->nblocks);
+	}
+	visited[0] = 1;
+	for (uint64_t b = 1; b < p->nblocks; b++) {
+		uint64_t w = pm_load8(&p->pm, blk_off(p, (uint32_t)b));
+		if (!blk_word_ok(w) || blk_kind(w) > BLK_CONT) {
+			if (rec->damaged_blocks++ < 8)
+				pool_logf(p, "pool block %llu: its commit word is damaged (%016llx); if it began a "
+					  "page's chain, that page's pool records are lost and must come from the "
+					  "redo log. The block is not reused", (unsigned long long)b,
+					  (unsigned long long)w);
+			p->quarantine[b] = 1;
+			visited[b] = 1;
+			continue;
+		}
+		if (blk_kind(w) != BLK_HEAD)
+			continue;
+		const uint8_t *h = blk_ptr(p, (uint32_t)b);
+		uint32_t space, page_no, seq, hcrc;
+		uint64_t base;
+		memcpy(&space, h + BLK_OFF_SPACE, 4);
+		memcpy(&page_no, h + BLK_OFF_PAGE, 4);
+		memcpy(&base, h + BLK_OFF_BASE, 8);
+		memcpy(&seq, h + BLK_OFF_SEQ, 4);
+		memcpy(&hcrc, h + BLK_OFF_HCRC, 4);
+		if (hcrc != pool_head_crc(space, page_no, base, seq)) {
+			if (rec->damaged_blocks++ < 8)
+				pool_logf(p, "pool block %llu: a chain head whose page id fails its checksum; that "
+					  "page's pool records are not applied and must come from the redo log. The "
+					  "block is not reused", (unsigned long long)b);
+			p->quarantine[b] = 1;
+			visited[b] = 1;
+			continue;
+		}
+		if (nheads == cap) {
+			struct head_ref *n = realloc(heads, 2 * cap * sizeof(*heads));
+			if (n == NULL) {
+				free(visited);
+				free(heads);
+				free(stream);
+				return fail(err, errlen, "out of memory scanning pool heads");
+			}
+			heads = n;
+			cap *= 2;
+		}
+		heads[nheads++] = (struct head_ref){ pool_key(space, page_no), seq, (uint32_t)b };
+	}
+	qsort(heads, nheads, sizeof(*heads), head_cmp);
+
+	for (size_t i = 0; i < nheads; i++) {
+		const struct head_ref *h = &heads[i];
+		uint32_t space = (uint32_t)(h->key >> 32), page_no = (uint32_t)h->key;
+		if (i > 0 && heads[i - 1].key == h->key) {
+			/* An older generation whose replacement committed just
+			 * before a crash: finish the replacement. */
+			rec->replaced_chains++;
+			if (!p->read_only) {
+				uint64_t w = pm_load8(&p->pm, blk_off(p, h->block));
+				pm_store8(&p->pm, blk_off(p, h->block), blk_word(blk_next(w), blk_used(w), BLK_FREE));
+				pm_persist(&p->pm, blk_off(p, h->block), 8);
+			} else {
+				visited[h->block] = 1; /* not ours to free in a read-only look */
+			}
+			continue;
+		}
+		struct pool_page *e = pool_page_new(p, h->key);
+		if (e == NULL) {
+			free(visited);
+			free(heads);
+			free(stream);
+			return fail(err, errlen, "out of memory building the pool index");
+		}
+		const uint8_t *hb = blk_ptr(p, h->block);
+		e->head = h->block;
+		e->seq = h->seq;
+		memcpy(&e->base_lsn, hb + BLK_OFF_BASE, 8);
+		char why[200];
+		uint32_t len = 0;
+		if (pool_chain_load(p, h->block, space, page_no, stream, &len, &e->nblocks, &e->tail, visited, why,
+				    sizeof(why)) != 0 ||
+		    pool_stream_parse(space, page_no, stream, len, NULL, NULL, &e->records, &e->first_lsn,
+				      &e->last_lsn) != 0) {
+			if (why[0] == '\0')
+				snprintf(why, sizeof(why), "a record fails its checksum");
+			e->damaged = true;
+			rec->damaged_pages++;
+			p->n_damaged++;
+			pool_logf(p, "pool: page %u:%u: %s; its %u pool block(s) are kept and not applied; the page "
+				  "must be rebuilt from the redo log or its data file checked", space, page_no, why,
+				  e->nblocks);
+		} else {
+			e->bytes = len;
+			rec->records += e->records;
+		}
+		rec->blocks_used += e->nblocks;
+		pool_page_insert(p, e);
+		rec->pages++;
+	}
+	for (uint64_t b = 1; b < p->nblocks; b++) {
+		if (visited[b])
+			continue;
+		uint64_t w = pm_load8(&p->pm, blk_off(p, (uint32_t)b));
+		if (blk_kind(w) != BLK_FREE)
+			rec->orphan_blocks++; /* of a freed chain, or of an append a crash cut short */
+		pool_free_push(p, (uint32_t)b);
+		rec->blocks_free++;
+	}
+	free(visited);
+	free(heads);
+	free(stream);
+	return 0;
+}
+
+static void prefault(struct ppl_pool *p)
+{
+	/* Fault the whole mapping in now, so an append never waits for the
+	 * kernel. */
+#ifdef MADV_POPULATE_WRITE
+	if (madvise(p->pm.base, p->pm.len, p->read_only ? MADV_POPULATE_READ : MADV_POPULATE_WRITE) == 0)
+		return;
+#endif
+	volatile uint8_t sink = 0;
+	for (size_t off = 0; off < p->pm.len; off += 4096)
+		sink ^= p->pm.base[off];
+	(void)sink;
+}
+
+int ppl_pool_open(const char *path, const struct ppl_pool_options *o, struct ppl_pool **out,
+		  struct ppl_pool_recovery *rec_out, char *err, size_t errlen)
+{
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	struct ppl_pool *p = calloc(1, sizeof(*p));
+	if (p == NULL)
+		return fail(err, errlen, "out of memory");
+	static const struct ppl_pool_options defaults;
+	p->opt = o ? *o : defaults;
+	if (p->opt.low_water_pct == 0)
+		p->opt.low_water_pct = 10;
+	if (p->opt.high_water_pct == 0)
+		p->opt.high_water_pct = 25;
+	if (p->opt.low_water_pct >= 100 || p->opt.high_water_pct > 100 ||
+	    p->opt.high_water_pct < p->opt.low_water_pct) {
+		fail(err, errlen, "water marks low %u%% high %u%%: need 0 < low <= high <= 100",
+		     p->opt.low_water_pct, p->opt.high_water_pct);
+		free(p);
+		return -1;
+	}
+	p->read_only = p->opt.read_only;
+	p->fd = -1;
+	p->pm.tracer = p->opt.tracer;
+	struct stat st;
+	if (stat(path, &st) != 0) {
+		free(p);
+		return fail(err, errlen, "pool %s: %s (create it with `ppl-inspect pool create`)", path,
+			    strerror(errno));
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size < (off_t)POOL_SB_SIZE) {
+		free(p);
+		return fail(err, errlen, "%s is %s: not a pool (truncated?)", path,
+			    S_ISREG(st.st_mode) ? "too short" : "not a regular file");
+	}
+	if (p->read_only) {
+		p->fd = open(path, O_RDONLY);
+		void *m = p->fd < 0 ? MAP_FAILED : mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, p->fd, 0);
+		if (m == MAP_FAILED) {
+			int e = errno;
+			if (p->fd >= 0)
+				close(p->fd);
+			free(p);
+			return fail(err, errlen, "cannot map %s: %s", path, strerror(e));
+		}
+		p->pm.base = m;
+		p->pm.len = (size_t)st.st_size;
+		p->pm.mode = PM_MSYNC;
+	} else {
+		size_t mapped;
+		int is_pmem;
+		void *m = pmem_map_file(path, 0, 0, 0, &mapped, &is_pmem);
+		if (m == NULL) {
+			free(p);
+			return fail(err, errlen, "cannot map %s: %s", path, pmem_errormsg());
+		}
+		p->pm.base = m;
+		p->pm.len = mapped;
+		p->pm.mode = choose_mode(path, is_pmem);
+	}
+	if (check_sb(p, path, p->pm.len, err, errlen) != 0)
+		goto bad_map;
+	p->ht = cds_lfht_new(1024, 1024, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING, NULL);
+	p->free_stack = malloc(p->nblocks * sizeof(uint32_t));
+	p->quarantine = calloc(p->nblocks, 1);
+	if (p->ht == NULL || p->free_stack == NULL || p->quarantine == NULL) {
+		fail(err, errlen, "out of memory for a pool of %llu blocks", (unsigned long long)p->nblocks);
+		goto bad_alloc;
+	}
+	for (unsigned i = 0; i < POOL_WRITER_LOCKS; i++)
+		pthread_mutex_init(&p->writer[i], NULL);
+	pthread_mutex_init(&p->alloc_lock, NULL);
+	pthread_mutex_init(&p->ckpt_lock, NULL);
+	prefault(p);
+	load_ckpt(p);
+	if (p->ckpt_seq == 0)
+		pool_logf(p, "pool %s: both durable-LSN slots are damaged; the durable LSN reads as 0, so the "
+			  "whole redo log will be re-read", path);
+
+	struct ppl_pool_recovery rec;
+	memset(&rec, 0, sizeof(rec));
+	if (scan(p, &rec, err, errlen) != 0)
+		goto bad_scan;
+	if (pool_dw_init(p) != 0) {
+		fail(err, errlen, "out of memory for doublewrite slots");
+		goto bad_scan;
+	}
+	pool_dw_recover(p, &rec);
+	rec.durable_lsn = p->durable_lsn;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	rec.elapsed_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)(t1.tv_nsec - t0.tv_nsec);
+	if (rec_out)
+		*rec_out = rec;
+	*out = p;
+	return 0;
+
+bad_scan:
+	ppl_pool_close(p);
+	return -1;
+bad_alloc:
+	if (p->ht)
+		cds_lfht_destroy(p->ht, NULL);
+	free(p->free_stack);
+	free(p->quarantine);
+bad_map:
+	if (p->read_only) {
+		munmap(p->pm.base, p->pm.len);
+		close(p->fd);
+	} else {
+		pmem_unmap(p->pm.base, p->pm.len);
+	}
+	free(p);
+	return -1;
+}
+
+static void free_entry_now(struct pool_page *e)
+{
+	struct dram_seg *s = e->dram;
+	while (s) {
+		struct dram_seg *n = s->next;
+		free(s);
+		s = n;
+	}
+	free(e);
+}
+
+void ppl_pool_close(struct ppl_pool *p)
+{
+	if (p == NULL)
+		return;
+	/* Entries retired by call_rcu must be gone before the table is. */
+	rcu_barrier();
+	struct cds_lfht_iter it;
+	struct cds_lfht_node *n;
+	rcu_read_lock();
+	cds_lfht_first(p->ht, &it);
+	while ((n = cds_lfht_iter_get_node(&it)) != NULL) {
+		struct pool_page *e = caa_container_of(n, struct pool_page, node);
+		cds_lfht_next(p->ht, &it);
+		cds_lfht_del(p->ht, n);
+		free_entry_now(e);
+	}
+	rcu_read_unlock();
+	cds_lfht_destroy(p->ht, NULL);
+	pool_dw_fini(p);
+	for (unsigned i = 0; i < POOL_WRITER_LOCKS; i++)
+		pthread_mutex_destroy(&p->writer[i]);
+	pthread_mutex_destroy(&p->alloc_lock);
+	pthread_mutex_destroy(&p->ckpt_lock);
+	free(p->free_stack);
+	free(p->quarantine);
+	if (p->read_only) {
+		munmap(p->pm.base, p->pm.len);
+		close(p->fd);
+	} else {
+		pmem_unmap(p->pm.base, p->pm.len);
+	}
+	free(p);
+}
+
+void ppl_pool_get_header(const struct ppl_pool *p, struct ppl_pool_header *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->version = p->sb.version;
+	out->block_size = p->sb.block_size;
+	out->max_per_page = p->sb.max_per_page;
+	out->dw_slots = p->sb.dw_slots;
+	out->dw_page_size = p->sb.dw_page_size;
+	out->size = p->sb.size;
+	out->nblocks = p->sb.nblocks;
+	out->created_unix = p->sb.created_unix;
+	memcpy(out->uuid, p->sb.uuid, 16);
+	memcpy(out->identity, p->sb.identity, sizeof(out->identity));
+	out->identity[PPL_POOL_IDENTITY_MAX] = '\0';
+	out->is_pmem = p->pm.mode == PM_PMEM;
+}

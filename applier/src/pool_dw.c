@@ -1,0 +1,191 @@
+/* Doublewrite slots: a page image is durable in the pool before its data
+ * file sees it, so a data-file write torn by a crash can be repaired at the
+ * next open (DESIGN I5). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool_int.h"
+#include "ppl/crc32c.h"
+#include "ppl/page.h"
+
+static uint64_t hdr_off(int slot) { return POOL_DW_HDR_OFF + (uint64_t)slot * POOL_DW_HDR_SIZE; }
+static uint64_t img_off(const struct ppl_pool *p, int slot)
+{
+	return p->sb.dw_img_off + (uint64_t)slot * p->sb.dw_page_size;
+}
+
+static uint32_t slot_crc(const struct pool_dw_hdr *h, const uint8_t *img)
+{
+	uint32_t c = ppl_crc32c(0, &h->space, 20); /* space, page_no, lsn, size */
+	return ppl_crc32c(c, img, h->size);
+}
+
+int pool_dw_init(struct ppl_pool *p)
+{
+	p->dw_busy = calloc(p->sb.dw_slots, 1);
+	if (p->dw_busy == NULL)
+		return -1;
+	pthread_mutex_init(&p->dw_lock, NULL);
+	pthread_cond_init(&p->dw_cond, NULL);
+	return 0;
+}
+
+void pool_dw_fini(struct ppl_pool *p)
+{
+	if (p->dw_busy == NULL)
+		return;
+	free(p->dw_busy);
+	p->dw_busy = NULL;
+	pthread_mutex_destroy(&p->dw_lock);
+	pthread_cond_destroy(&p->dw_cond);
+}
+
+static void slot_free(struct ppl_pool *p, int slot)
+{
+	uint64_t w = pm_load8(&p->pm, hdr_off(slot));
+	pm_store8(&p->pm, hdr_off(slot), (w & ~0xffull) | DW_FREE);
+	pm_persist(&p->pm, hdr_off(slot), 8);
+}
+
+int ppl_pool_dw_stage(struct ppl_pool *p, uint32_t space, uint32_t page_no, const uint8_t *image, size_t size,
+		      char *err, size_t errlen)
+{
+	if (p->read_only) {
+		snprintf(err, errlen, "the pool is open read-only");
+		return -1;
+	}
+	if (size == 0 || size > p->sb.dw_page_size) {
+		snprintf(err, errlen, "a %zu B page does not fit the pool's %u B doublewrite slots: create the pool "
+			 "with a larger doublewrite page size", size, p->sb.dw_page_size);
+		return -1;
+	}
+	pthread_mutex_lock(&p->dw_lock);
+	int slot;
+	for (;;) {
+		for (slot = 0; slot < (int)p->sb.dw_slots && p->dw_busy[slot]; slot++)
+			;
+		if (slot < (int)p->sb.dw_slots)
+			break;
+		pthread_cond_wait(&p->dw_cond, &p->dw_lock);
+	}
+	p->dw_busy[slot] = 1;
+	uint64_t seq = ++p->dw_seq;
+	pthread_mutex_unlock(&p->dw_lock);
+
+	struct pool_dw_hdr h;
+	memset(&h, 0, sizeof(h));
+	h.space = space;
+	h.page_no = page_no;
+	h.lsn = ppl_page_lsn(image);
+	h.size = (uint32_t)size;
+	h.crc = slot_crc(&h, image);
+	/* image and header fields durable first; the state word publishes */
+	pm_write(&p->pm, img_off(p, slot), image, size);
+	pm_flush(&p->pm, img_off(p, slot), size);
+	pm_write(&p->pm, hdr_off(slot) + 8, (const uint8_t *)&h + 8, 24);
+	pm_flush(&p->pm, hdr_off(slot) + 8, 24);
+	pm_drain(&p->pm);
+	pm_store8(&p->pm, hdr_off(slot), DW_VALID | seq << 8);
+	pm_persist(&p->pm, hdr_off(slot), 8);
+	return slot;
+}
+
+void ppl_pool_dw_release(struct ppl_pool *p, int slot)
+{
+	if (slot < 0 || slot >= (int)p->sb.dw_slots)
+		return;
+	slot_free(p, slot);
+	pthread_mutex_lock(&p->dw_lock);
+	p->dw_busy[slot] = 0;
+	pthread_cond_signal(&p->dw_cond);
+	pthread_mutex_unlock(&p->dw_lock);
+}
+
+static bool slot_read(const struct ppl_pool *p, int slot, struct pool_dw_hdr *h, const uint8_t **img)
+{
+	memcpy(h, p->pm.base + hdr_off(slot), sizeof(*h));
+	h->state = pm_load8(&p->pm, hdr_off(slot));
+	*img = p->pm.base + img_off(p, slot);
+	return h->size > 0 && h->size <= p->sb.dw_page_size && slot_crc(h, *img) == h->crc;
+}
+
+void ppl_pool_dw_for_each(struct ppl_pool *p,
+			  void (*fn)(void *arg, int slot, uint32_t space, uint32_t page_no, uint64_t lsn,
+				     uint32_t size, bool intact),
+			  void *arg)
+{
+	for (int s = 0; s < (int)p->sb.dw_slots; s++) {
+		struct pool_dw_hdr h;
+		const uint8_t *img;
+		bool ok = slot_read(p, s, &h, &img);
+		if ((h.state & 0xff) == DW_VALID)
+			fn(arg, s, h.space, h.page_no, h.lsn, h.size, ok);
+	}
+}
+
+void pool_dw_recover(struct ppl_pool *p, struct ppl_pool_recovery *rec)
+{
+	uint8_t *buf = NULL;
+	for (int s = 0; s < (int)p->sb.dw_slots; s++) {
+		struct pool_dw_hdr h;
+		const uint8_t *img;
+		bool ok = slot_read(p, s, &h, &img);
+		uint64_t seq = h.state >> 8;
+		if (seq > p->dw_seq)
+			p->dw_seq = seq;
+		if ((h.state & 0xff) != DW_VALID)
+			continue;
+		rec->dw_pending++;
+		if (!ok) {
+			rec->dw_damaged++;
+			pool_logf(p, "pool doublewrite slot %d (page %u:%u) fails its checksum: it cannot repair that "
+				  "page; check the data file (CHECK TABLE). %s", s, h.space, h.page_no,
+				  p->read_only ? "" : "The slot is released");
+			if (!p->read_only)
+				slot_free(p, s);
+			continue;
+		}
+		if (p->opt.read_page == NULL) {
+			rec->dw_unreadable++;
+			if (!p->read_only)
+				p->dw_busy[s] = 1; /* keep it for an open that can check the page */
+			continue;
+		}
+		if (buf == NULL && (buf = malloc(p->sb.dw_page_size)) == NULL) {
+			rec->dw_unreadable++;
+			p->dw_busy[s] = 1;
+			continue;
+		}
+		if (p->opt.read_page(p->opt.page_arg, h.space, h.page_no, buf, h.size) != 0) {
+			rec->dw_unreadable++;
+			pool_logf(p, "pool doublewrite slot %d: data-file page %u:%u cannot be read; the slot is kept "
+				  "so a later open can repair it", s, h.space, h.page_no);
+			p->dw_busy[s] = 1;
+			continue;
+		}
+		bool torn = !ppl_page_crc_ok(buf, h.size);
+		bool stale = !torn && ppl_page_lsn(buf) < h.lsn;
+		if (!torn && !stale) {
+			rec->dw_current++;
+			if (!p->read_only)
+				slot_free(p, s);
+			continue;
+		}
+		if (p->read_only || p->opt.write_page == NULL ||
+		    p->opt.write_page(p->opt.page_arg, h.space, h.page_no, img, h.size) != 0) {
+			rec->dw_unreadable++;
+			pool_logf(p, "pool doublewrite slot %d: data-file page %u:%u is %s and was not repaired%s", s,
+				  h.space, h.page_no, torn ? "torn" : "older than the slot",
+				  p->read_only ? " (read-only open)" : ": the write failed; the slot is kept");
+			if (!p->read_only)
+				p->dw_busy[s] = 1;
+			continue;
+		}
+		rec->dw_restored++;
+		pool_logf(p, "pool doublewrite slot %d: data-file page %u:%u was %s; restored the image at LSN %llu",
+			  s, h.space, h.page_no, torn ? "torn" : "older", (unsigned long long)h.lsn);
+		slot_free(p, s);
+	}
+	free(buf);
+}

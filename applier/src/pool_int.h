@@ -1,0 +1,111 @@
+/* What pool.c (open, scan, recovery), pool_chain.c (records and the DRAM
+ * index) and pool_dw.c (doublewrite slots) share. Not a public header. */
+#ifndef PPL_POOL_INT_H
+#define PPL_POOL_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <urcu-bp.h>
+#include <urcu/rculfhash.h>
+
+#include "pool_media.h"
+#include "pool_persist.h"
+#include "ppl/pool.h"
+
+#define POOL_WRITER_LOCKS 256u
+#define POOL_MAX_BLOCK 4096u
+
+/* DRAM-only records of a page, in the pmem record format, appended in
+ * segments that are never moved so readers need no lock. */
+struct dram_seg {
+	struct dram_seg *next;   /* published with a release store */
+	uint32_t used;           /* published with a release store */
+	uint32_t cap;
+	uint8_t data[];
+};
+
+/* One page in the DRAM index. `head` never changes for the life of an
+ * entry: a chain is replaced by a new entry, and the old one is freed
+ * after an RCU grace period, blocks included. Fields below the line are
+ * the writer's bookkeeping, read by others only as snapshots. */
+struct pool_page {
+	struct cds_lfht_node node;
+	uint64_t key;
+	uint32_t head;           /* 0: no chain in pmem */
+	uint32_t seq;
+	struct dram_seg *dram;   /* published with a release store */
+	/* ---- */
+	uint32_t tail, nblocks, bytes, records;
+	uint64_t base_lsn, first_lsn, last_lsn;
+	struct dram_seg *dram_tail;
+	uint32_t dram_records, dram_bytes;
+	uint64_t dram_first_lsn;
+	uint8_t spill;           /* 0, or PPL_POOL_OVER_CAP / PPL_POOL_FULL */
+	bool damaged;
+	struct ppl_pool *pool;
+	struct rcu_head rcu;
+};
+
+struct ppl_pool {
+	struct pool_pm pm;
+	bool read_only;
+	int fd;                  /* read-only mapping only */
+	struct pool_sb sb;       /* validated copy */
+	uint32_t bs, cap_blocks;
+	uint64_t nblocks, blocks_off;
+	struct ppl_pool_options opt;
+
+	struct cds_lfht *ht;
+	pthread_mutex_t writer[POOL_WRITER_LOCKS];
+
+	pthread_mutex_t alloc_lock;
+	uint32_t *free_stack;
+	uint64_t free_top;
+	uint8_t *quarantine;     /* blocks with a damaged commit word: never reused */
+
+	pthread_mutex_t ckpt_lock;
+	uint64_t ckpt_seq, durable_lsn;
+
+	pthread_mutex_t dw_lock;
+	pthread_cond_t dw_cond;
+	uint8_t *dw_busy;
+	uint64_t dw_seq;
+
+	uint64_t n_retiring;     /* blocks waiting for a grace period */
+	uint64_t n_pages, n_spilled, n_damaged, n_dram_records, n_dram_bytes;
+	uint64_t n_appends, n_over_cap, n_full, n_reclaims;
+};
+
+static inline uint64_t pool_key(uint32_t space, uint32_t page_no) { return (uint64_t)space << 32 | page_no; }
+static inline uint64_t blk_off(const struct ppl_pool *p, uint32_t b) { return p->blocks_off + (uint64_t)b * p->bs; }
+static inline uint32_t blk_payload_off(uint32_t kind) { return kind == BLK_HEAD ? BLK_HEAD_HDR : BLK_HDR; }
+static inline uint32_t blk_payload_cap(const struct ppl_pool *p, uint32_t kind)
+{
+	return p->bs - blk_payload_off(kind);
+}
+static inline const uint8_t *blk_ptr(const struct ppl_pool *p, uint32_t b) { return p->pm.base + blk_off(p, b); }
+
+void pool_logf(struct ppl_pool *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+unsigned long pool_hash(uint64_t key);
+uint32_t pool_head_crc(uint32_t space, uint32_t page_no, uint64_t base_lsn, uint32_t seq);
+uint32_t pool_rec_crc(uint32_t space, uint32_t page_no, const uint8_t *hdr, const uint8_t *bytes, size_t len);
+
+/* pool_chain.c */
+void pool_free_push(struct ppl_pool *p, uint32_t b);
+struct pool_page *pool_page_new(struct ppl_pool *p, uint64_t key);
+void pool_page_insert(struct ppl_pool *p, struct pool_page *e);
+/* Parses a chain's committed stream; 0, or -1 (damage, described in why). */
+int pool_chain_load(struct ppl_pool *p, uint32_t head, uint32_t space, uint32_t page_no, uint8_t *stream,
+		    uint32_t *len, uint32_t *nblocks, uint32_t *tail, uint8_t *visited, char *why, size_t whylen);
+int pool_stream_parse(uint32_t space, uint32_t page_no, const uint8_t *s, uint32_t len,
+		      int (*fn)(void *arg, const struct ppl_pool_rec *r), void *arg, uint32_t *records,
+		      uint64_t *first_lsn, uint64_t *last_lsn);
+
+/* pool_dw.c */
+int pool_dw_init(struct ppl_pool *p);
+void pool_dw_recover(struct ppl_pool *p, struct ppl_pool_recovery *rec);
+void pool_dw_fini(struct ppl_pool *p);
+
+#endif
