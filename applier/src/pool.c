@@ -561,7 +561,8 @@ void ppl_pool_close(struct ppl_pool *p)
 	if (p == NULL)
 		return;
 	/* Entries retired by call_rcu must be gone before the table is. */
-	rcu_barrier();
+	if (__atomic_load_n(&p->n_retire_cbs, __ATOMIC_ACQUIRE) > 0)
+		rcu_barrier();
 	struct cds_lfht_iter it;
 	struct cds_lfht_node *n;
 	rcu_read_lock();

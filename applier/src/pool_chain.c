@@ -44,7 +44,7 @@ static bool alloc_blocks(struct ppl_pool *p, uint32_t n, uint32_t *out)
 		pthread_mutex_unlock(&p->alloc_lock);
 		/* Blocks of retired chains come back after a grace period:
 		 * wait for them before calling the pool full. */
-		if (attempt == 0 && __atomic_load_n(&p->n_retiring, __ATOMIC_RELAXED) > 0)
+		if (attempt == 0 && __atomic_load_n(&p->n_retire_cbs, __ATOMIC_ACQUIRE) > 0)
 			rcu_barrier();
 		else
 			break;
@@ -103,6 +103,7 @@ static void retire_cb(struct rcu_head *h)
 	}
 	pthread_mutex_unlock(&p->alloc_lock);
 	__atomic_sub_fetch(&p->n_retiring, e->nblocks, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&p->n_retire_cbs, 1, __ATOMIC_RELEASE);
 	for (struct dram_seg *s = e->dram; s;) {
 		struct dram_seg *n = s->next;
 		free(s);
@@ -122,6 +123,7 @@ static void retire(struct ppl_pool *p, struct pool_page *e)
 	SUB(p, n_dram_records, e->dram_records);
 	SUB(p, n_dram_bytes, e->dram_bytes);
 	__atomic_add_fetch(&p->n_retiring, e->nblocks, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&p->n_retire_cbs, 1, __ATOMIC_RELAXED);
 	call_rcu(&e->rcu, retire_cb);
 }
 
@@ -474,6 +476,7 @@ static enum ppl_pool_status replace_chain(struct ppl_pool *p, struct pool_page *
 			SUB(p, n_dram_records, e->dram_records);
 			SUB(p, n_dram_bytes, e->dram_bytes);
 			__atomic_add_fetch(&p->n_retiring, e->nblocks, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&p->n_retire_cbs, 1, __ATOMIC_RELAXED);
 			retire_cb(&e->rcu);
 			return PPL_POOL_ERROR;
 		}

@@ -74,6 +74,7 @@ struct ppl_pool {
 	uint64_t dw_seq;
 
 	uint64_t n_retiring;     /* blocks waiting for a grace period */
+	uint64_t n_retire_cbs;   /* retired entries not yet freed */
 	uint64_t n_pages, n_spilled, n_damaged, n_dram_records, n_dram_bytes;
 	uint64_t n_appends, n_over_cap, n_full, n_reclaims;
 };
