@@ -10,6 +10,8 @@ PKGS=(
   clang libclang-rt-14-dev llvm
   # applier / pool
   libpmem-dev liburcu-dev
+  # ppl-inspect (JSON output)
+  libjson-c-dev
   # libcatcher test program (io_uring and libaio styles)
   liburing-dev libaio-dev
   # FSAL build against Debian's Ganesha

@@ -283,6 +283,9 @@ struct head_ref {
 	uint32_t seq, block;
 };
 
+/* By page, so generations of one page are adjacent; and pages filled one
+ * after the other sit in neighbouring blocks, so the chains are then read
+ * mostly in file order. */
 static int head_cmp(const void *a, const void *b)
 {
 	const struct head_ref *x = a, *y = b;
@@ -351,6 +354,18 @@ static int scan(struct ppl_pool *p, struct ppl_pool_recovery *rec, char *err, si
 		heads[nheads++] = (struct head_ref){ pool_key(space, page_no), seq, (uint32_t)b };
 	}
 	qsort(heads, nheads, sizeof(*heads), head_cmp);
+	/* Sized for what is there: inserting millions of pages into a small
+	 * table that resizes in the background makes long bucket chains. */
+	unsigned long buckets = 1024;
+	while (buckets < nheads && buckets < (1ul << 30))
+		buckets <<= 1;
+	p->ht = cds_lfht_new(buckets, 1024, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING, NULL);
+	if (p->ht == NULL) {
+		free(visited);
+		free(heads);
+		free(stream);
+		return fail(err, errlen, "out of memory for the pool index (%zu pages)", nheads);
+	}
 
 	for (size_t i = 0; i < nheads; i++) {
 		const struct head_ref *h = &heads[i];
@@ -492,10 +507,9 @@ int ppl_pool_open(const char *path, const struct ppl_pool_options *o, struct ppl
 	}
 	if (check_sb(p, path, p->pm.len, err, errlen) != 0)
 		goto bad_map;
-	p->ht = cds_lfht_new(1024, 1024, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING, NULL);
 	p->free_stack = malloc(p->nblocks * sizeof(uint32_t));
 	p->quarantine = calloc(p->nblocks, 1);
-	if (p->ht == NULL || p->free_stack == NULL || p->quarantine == NULL) {
+	if (p->free_stack == NULL || p->quarantine == NULL) {
 		fail(err, errlen, "out of memory for a pool of %llu blocks", (unsigned long long)p->nblocks);
 		goto bad_alloc;
 	}
@@ -503,6 +517,7 @@ int ppl_pool_open(const char *path, const struct ppl_pool_options *o, struct ppl
 		pthread_mutex_init(&p->writer[i], NULL);
 	pthread_mutex_init(&p->alloc_lock, NULL);
 	pthread_mutex_init(&p->ckpt_lock, NULL);
+	pthread_mutex_init(&p->ent_lock, NULL);
 	prefault(p);
 	load_ckpt(p);
 	if (p->ckpt_seq == 0)
@@ -530,8 +545,6 @@ bad_scan:
 	ppl_pool_close(p);
 	return -1;
 bad_alloc:
-	if (p->ht)
-		cds_lfht_destroy(p->ht, NULL);
 	free(p->free_stack);
 	free(p->quarantine);
 bad_map:
@@ -553,7 +566,6 @@ static void free_entry_now(struct pool_page *e)
 		free(s);
 		s = n;
 	}
-	free(e);
 }
 
 void ppl_pool_close(struct ppl_pool *p)
@@ -565,6 +577,8 @@ void ppl_pool_close(struct ppl_pool *p)
 		rcu_barrier();
 	struct cds_lfht_iter it;
 	struct cds_lfht_node *n;
+	if (p->ht == NULL)
+		goto no_table;
 	rcu_read_lock();
 	cds_lfht_first(p->ht, &it);
 	while ((n = cds_lfht_iter_get_node(&it)) != NULL) {
@@ -575,7 +589,9 @@ void ppl_pool_close(struct ppl_pool *p)
 	}
 	rcu_read_unlock();
 	cds_lfht_destroy(p->ht, NULL);
+no_table:
 	pool_dw_fini(p);
+	pool_entries_fini(p);
 	for (unsigned i = 0; i < POOL_WRITER_LOCKS; i++)
 		pthread_mutex_destroy(&p->writer[i]);
 	pthread_mutex_destroy(&p->alloc_lock);

@@ -2,9 +2,11 @@
  * allocator, append (to the pool while the page is under its cap, to DRAM
  * after), lock-free reads, reclaim and chain replacement. The layout is in
  * pool_media.h; every store goes through pool_persist.c. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "pool_int.h"
 
@@ -60,17 +62,67 @@ static int match_key(struct cds_lfht_node *node, const void *key)
 	return e->key == *(const uint64_t *)key;
 }
 
+#define ENTRY_CHUNK (16u << 20)
+
+/* Millions of entries: from 16 MiB huge-page chunks rather than one
+ * malloc each, so building the index at open costs neither a page fault
+ * nor a TLB miss per page, and entries made one after the other (the
+ * recovery scan inserts in the table's list order) sit side by side. */
 struct pool_page *pool_page_new(struct ppl_pool *p, uint64_t key)
 {
-	struct pool_page *e = calloc(1, sizeof(*e));
+	struct pool_page *e = NULL;
+	pthread_mutex_lock(&p->ent_lock);
+	if (p->ent_free) {
+		e = p->ent_free;
+		p->ent_free = *(struct pool_page **)e;
+	} else {
+		if (p->ent_bump == NULL || p->ent_end - p->ent_bump < (ptrdiff_t)sizeof(*e)) {
+			void **list = realloc(p->ent_chunks, (p->n_ent_chunks + 1) * sizeof(void *));
+			void *c = NULL;
+			if (list != NULL) {
+				p->ent_chunks = list;
+				c = aligned_alloc(2u << 20, ENTRY_CHUNK);
+			}
+			if (c != NULL) {
+				madvise(c, ENTRY_CHUNK, MADV_HUGEPAGE);
+				p->ent_chunks[p->n_ent_chunks++] = c;
+				p->ent_bump = c;
+				p->ent_end = (uint8_t *)c + ENTRY_CHUNK;
+			}
+		}
+		if (p->ent_bump && p->ent_end - p->ent_bump >= (ptrdiff_t)sizeof(*e)) {
+			e = (struct pool_page *)p->ent_bump;
+			p->ent_bump += sizeof(*e);
+		}
+	}
+	pthread_mutex_unlock(&p->ent_lock);
 	if (e == NULL)
 		return NULL;
+	memset(e, 0, sizeof(*e));
 	cds_lfht_node_init(&e->node);
 	e->key = key;
 	e->pool = p;
 	e->first_lsn = UINT64_MAX;
 	e->dram_first_lsn = UINT64_MAX;
 	return e;
+}
+
+static void pool_page_free(struct ppl_pool *p, struct pool_page *e)
+{
+	pthread_mutex_lock(&p->ent_lock);
+	*(struct pool_page **)e = p->ent_free;
+	p->ent_free = e;
+	pthread_mutex_unlock(&p->ent_lock);
+}
+
+void pool_entries_fini(struct ppl_pool *p)
+{
+	for (size_t i = 0; i < p->n_ent_chunks; i++)
+		free(p->ent_chunks[i]);
+	free(p->ent_chunks);
+	p->ent_chunks = NULL;
+	p->n_ent_chunks = 0;
+	pthread_mutex_destroy(&p->ent_lock);
 }
 
 void pool_page_insert(struct ppl_pool *p, struct pool_page *e)
@@ -109,7 +161,7 @@ static void retire_cb(struct rcu_head *h)
 		free(s);
 		s = n;
 	}
-	free(e);
+	pool_page_free(p, e);
 }
 
 /* The entry left the index (or was replaced): its blocks and DRAM records

@@ -174,7 +174,7 @@ void pool_dw_recover(struct ppl_pool *p, struct ppl_pool_recovery *rec)
 		}
 		if (p->read_only || p->opt.write_page == NULL ||
 		    p->opt.write_page(p->opt.page_arg, h.space, h.page_no, img, h.size) != 0) {
-			rec->dw_unreadable++;
+			rec->dw_needs_restore++;
 			pool_logf(p, "pool doublewrite slot %d: data-file page %u:%u is %s and was not repaired%s", s,
 				  h.space, h.page_no, torn ? "torn" : "older than the slot",
 				  p->read_only ? " (read-only open)" : ": the write failed; the slot is kept");

@@ -65,6 +65,14 @@ struct ppl_pool {
 	uint64_t free_top;
 	uint8_t *quarantine;     /* blocks with a damaged commit word: never reused */
 
+	/* index entries: fixed-size, from huge-page chunks, reused through a
+	 * free list; chunks go back at close */
+	pthread_mutex_t ent_lock;
+	struct pool_page *ent_free;
+	uint8_t *ent_bump, *ent_end;
+	void **ent_chunks;
+	size_t n_ent_chunks;
+
 	pthread_mutex_t ckpt_lock;
 	uint64_t ckpt_seq, durable_lsn;
 
@@ -96,6 +104,7 @@ uint32_t pool_rec_crc(uint32_t space, uint32_t page_no, const uint8_t *hdr, cons
 /* pool_chain.c */
 void pool_free_push(struct ppl_pool *p, uint32_t b);
 struct pool_page *pool_page_new(struct ppl_pool *p, uint64_t key);
+void pool_entries_fini(struct ppl_pool *p);
 void pool_page_insert(struct ppl_pool *p, struct pool_page *e);
 /* Parses a chain's committed stream; 0, or -1 (damage, described in why). */
 int pool_chain_load(struct ppl_pool *p, uint32_t head, uint32_t space, uint32_t page_no, uint8_t *stream,

@@ -93,6 +93,7 @@ struct ppl_pool_recovery {
 	uint64_t dw_restored;          /* data-file page torn or older: copied back */
 	uint64_t dw_current;           /* data-file page already complete */
 	uint64_t dw_unreadable;        /* data-file page could not be read (or no callback) */
+	uint64_t dw_needs_restore;     /* torn or older, not repaired (read-only open, or the write failed) */
 	uint64_t dw_damaged;           /* slot checksum failed: left alone */
 	uint64_t durable_lsn;
 	uint64_t elapsed_ns;

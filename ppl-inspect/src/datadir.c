@@ -1,0 +1,135 @@
+#include "datadir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ppl/mach.h"
+#include "ppl/page.h"
+
+struct space_file {
+	uint32_t space;
+	char path[4096];
+};
+
+struct datadir {
+	struct space_file *f;
+	size_t n, cap;
+};
+
+static void add_file(struct datadir *d, const char *path)
+{
+	uint8_t hdr[PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS + 4];
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return;
+	ssize_t got = pread(fd, hdr, sizeof(hdr), 0);
+	close(fd);
+	if (got != (ssize_t)sizeof(hdr))
+		return;
+	if (d->n == d->cap) {
+		size_t cap = d->cap ? 2 * d->cap : 64;
+		struct space_file *f = realloc(d->f, cap * sizeof(*f));
+		if (f == NULL)
+			return;
+		d->f = f;
+		d->cap = cap;
+	}
+	d->f[d->n].space = ppl_rd4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_ID);
+	snprintf(d->f[d->n].path, sizeof(d->f[d->n].path), "%s", path);
+	d->n++;
+}
+
+static void scan_dir(struct datadir *d, const char *dir, int depth)
+{
+	DIR *dh = opendir(dir);
+	struct dirent *e;
+	if (dh == NULL)
+		return;
+	while ((e = readdir(dh)) != NULL) {
+		char p[4096];
+		struct stat st;
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+		if (stat(p, &st) != 0)
+			continue;
+		if (S_ISDIR(st.st_mode) && depth == 0)
+			scan_dir(d, p, 1);
+		else if (S_ISREG(st.st_mode) &&
+			 (fnmatch("*.ibd", e->d_name, 0) == 0 ||
+			  (depth == 0 && (fnmatch("ibdata[0-9]*", e->d_name, 0) == 0 ||
+					  fnmatch("undo[0-9][0-9][0-9]", e->d_name, 0) == 0))))
+			add_file(d, p);
+	}
+	closedir(dh);
+}
+
+struct datadir *datadir_open(const char *dir, char *err, size_t errlen)
+{
+	struct stat st;
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "datadir %s: %s", dir, errno ? strerror(errno) : "not a directory");
+		return NULL;
+	}
+	struct datadir *d = calloc(1, sizeof(*d));
+	if (d == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	scan_dir(d, dir, 0);
+	return d;
+}
+
+void datadir_close(struct datadir *d)
+{
+	if (d) {
+		free(d->f);
+		free(d);
+	}
+}
+
+size_t datadir_spaces(const struct datadir *d) { return d->n; }
+
+static const char *find(const struct datadir *d, uint32_t space)
+{
+	for (size_t i = 0; i < d->n; i++)
+		if (d->f[i].space == space)
+			return d->f[i].path;
+	return NULL;
+}
+
+int datadir_read_page(void *arg, uint32_t space, uint32_t page_no, uint8_t *buf, size_t size)
+{
+	const char *path = find(arg, space);
+	if (path == NULL)
+		return -1;
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return -1;
+	ssize_t got = pread(fd, buf, size, (off_t)page_no * (off_t)size);
+	close(fd);
+	if (got >= 0 && (size_t)got < size)
+		memset(buf + got, 0, size - (size_t)got); /* past the end: never written */
+	return got < 0 ? -1 : 0;
+}
+
+int datadir_write_page(void *arg, uint32_t space, uint32_t page_no, const uint8_t *buf, size_t size)
+{
+	const char *path = find(arg, space);
+	if (path == NULL)
+		return -1;
+	int fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return -1;
+	ssize_t put = pwrite(fd, buf, size, (off_t)page_no * (off_t)size);
+	int rc = put == (ssize_t)size && fdatasync(fd) == 0 ? 0 : -1;
+	close(fd);
+	return rc;
+}

@@ -1,0 +1,31 @@
+/* ppl-inspect: look at the storage node's state. Subcommands by object:
+ *   pool   the per-page log pool file (create, check, info, dump) */
+#include <stdio.h>
+#include <string.h>
+
+#include "inspect.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: ppl-inspect pool create PATH --identity ID [--size N[K|M|G]] [--block-size 64]\n"
+		"                                [--max-per-page 256] [--dw-slots 32] [--dw-page-size 16384]\n"
+		"       ppl-inspect pool check PATH [--identity ID] [--datadir DIR] [--json]\n"
+		"       ppl-inspect pool info PATH [--json]\n"
+		"       ppl-inspect pool dump PATH SPACE:PAGE [--json]\n"
+		"\n"
+		"check, info and dump open the pool read-only and change nothing. Exit status:\n"
+		"0 fine, 1 the pool has damage or pages to repair, 2 bad usage or the pool cannot be opened.\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+		usage(stdout);
+		return 0;
+	}
+	if (argc >= 3 && strcmp(argv[1], "pool") == 0)
+		return pool_main(argc - 2, argv + 2, usage);
+	usage(stderr);
+	return 2;
+}
