@@ -3,6 +3,7 @@
  * the index are in pool_chain.c, doublewrite slots in pool_dw.c. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <libpmem.h>
 #include <linux/magic.h>
 #include <stdarg.h>
@@ -20,6 +21,8 @@
 #include "ppl/crc32c.h"
 
 #define DEFAULT_SIZE (64ull << 20)
+/* up to this many pages, open builds the index itself */
+#define POOL_INDEX_INLINE 65536u
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -296,29 +299,32 @@ static int head_cmp(const void *a, const void *b)
 	return d > 0 ? 1 : d < 0 ? -1 : 0;
 }
 
-static int scan(struct ppl_pool *p, struct ppl_pool_recovery *rec, char *err, size_t errlen)
+/* Pass 1 over a range of blocks: chain heads, and commit words that are
+ * damaged. Two of these run at once at open (one per half of the pool). */
+struct pass1 {
+	struct ppl_pool *p;
+	uint64_t from, to;
+	uint8_t *visited;
+	struct head_ref *heads;
+	size_t n, cap;
+	uint64_t damaged;
+	bool oom;
+};
+
+static void *pass1_run(void *arg)
 {
-	uint8_t *visited = calloc(p->nblocks, 1);
-	size_t nheads = 0, cap = 1024;
-	struct head_ref *heads = malloc(cap * sizeof(*heads));
-	uint8_t *stream = malloc(p->sb.max_per_page);
-	if (visited == NULL || heads == NULL || stream == NULL) {
-		free(visited);
-		free(heads);
-		free(stream);
-		return fail(err, errlen, "out of memory scanning %llu blocks", (unsigned long long)p->nblocks);
-	}
-	visited[0] = 1;
-	for (uint64_t b = 1; b < p->nblocks; b++) {
+	struct pass1 *a = arg;
+	struct ppl_pool *p = a->p;
+	for (uint64_t b = a->from; b < a->to; b++) {
 		uint64_t w = pm_load8(&p->pm, blk_off(p, (uint32_t)b));
 		if (!blk_word_ok(w) || blk_kind(w) > BLK_CONT) {
-			if (rec->damaged_blocks++ < 8)
+			if (a->damaged++ < 8)
 				pool_logf(p, "pool block %llu: its commit word is damaged (%016llx); if it began a "
 					  "page's chain, that page's pool records are lost and must come from the "
 					  "redo log. The block is not reused", (unsigned long long)b,
 					  (unsigned long long)w);
 			p->quarantine[b] = 1;
-			visited[b] = 1;
+			a->visited[b] = 1;
 			continue;
 		}
 		if (blk_kind(w) != BLK_HEAD)
@@ -332,89 +338,175 @@ static int scan(struct ppl_pool *p, struct ppl_pool_recovery *rec, char *err, si
 		memcpy(&seq, h + BLK_OFF_SEQ, 4);
 		memcpy(&hcrc, h + BLK_OFF_HCRC, 4);
 		if (hcrc != pool_head_crc(space, page_no, base, seq)) {
-			if (rec->damaged_blocks++ < 8)
+			if (a->damaged++ < 8)
 				pool_logf(p, "pool block %llu: a chain head whose page id fails its checksum; that "
 					  "page's pool records are not applied and must come from the redo log. The "
 					  "block is not reused", (unsigned long long)b);
 			p->quarantine[b] = 1;
-			visited[b] = 1;
+			a->visited[b] = 1;
 			continue;
 		}
-		if (nheads == cap) {
-			struct head_ref *n = realloc(heads, 2 * cap * sizeof(*heads));
+		if (a->n == a->cap) {
+			size_t cap = a->cap ? 2 * a->cap : 4096;
+			struct head_ref *n = realloc(a->heads, cap * sizeof(*n));
 			if (n == NULL) {
-				free(visited);
-				free(heads);
-				free(stream);
-				return fail(err, errlen, "out of memory scanning pool heads");
+				a->oom = true;
+				return NULL;
 			}
-			heads = n;
-			cap *= 2;
+			a->heads = n;
+			a->cap = cap;
 		}
-		heads[nheads++] = (struct head_ref){ pool_key(space, page_no), seq, (uint32_t)b };
+		a->heads[a->n++] = (struct head_ref){ pool_key(space, page_no), seq, (uint32_t)b };
 	}
-	qsort(heads, nheads, sizeof(*heads), head_cmp);
+	qsort(a->heads, a->n, sizeof(*a->heads), head_cmp);
+	return NULL;
+}
+
+/* Checks the shape of the chains of heads[from, to): marks their blocks
+ * used, finishes interrupted replacements, and lists the pages in the
+ * directory (slots from `from` on) or, if broken, as damaged entries. */
+struct walk {
+	struct ppl_pool *p;
+	const struct head_ref *heads;
+	size_t from, to, ndir;
+	uint8_t *visited;
+	uint64_t replaced, damaged, blocks, pages;
+	bool oom;
+};
+
+static void *walk_run(void *arg)
+{
+	struct walk *a = arg;
+	struct ppl_pool *p = a->p;
+	for (size_t i = a->from; i < a->to; i++) {
+		const struct head_ref *h = &a->heads[i];
+		uint32_t space = (uint32_t)(h->key >> 32), page_no = (uint32_t)h->key;
+		if (i > a->from && a->heads[i - 1].key == h->key) {
+			/* An older generation whose replacement committed just
+			 * before a crash: finish the replacement. */
+			a->replaced++;
+			if (!p->read_only) {
+				uint64_t w = pm_load8(&p->pm, blk_off(p, h->block));
+				pm_store8(&p->pm, blk_off(p, h->block), blk_word(blk_next(w), blk_used(w), BLK_FREE));
+				pm_persist(&p->pm, blk_off(p, h->block), 8);
+			} else {
+				a->visited[h->block] = 1; /* not ours to free in a read-only look */
+			}
+			continue;
+		}
+		char why[200];
+		uint32_t len = 0, nb = 0, tail = 0;
+		if (pool_chain_load(p, h->block, space, page_no, NULL, &len, &nb, &tail, a->visited, why,
+				    sizeof(why)) != 0) {
+			/* A broken chain: its entry exists from now on, marked
+			 * damaged, holding the blocks it reached. */
+			struct pool_page *e = pool_page_new(p, h->key);
+			if (e == NULL) {
+				a->oom = true;
+				return NULL;
+			}
+			e->head = h->block;
+			e->seq = h->seq;
+			e->nblocks = nb;
+			e->tail = tail;
+			memcpy(&e->base_lsn, blk_ptr(p, h->block) + BLK_OFF_BASE, 8);
+			e->damaged = true;
+			a->damaged++;
+			__atomic_add_fetch(&p->n_damaged, 1, __ATOMIC_RELAXED);
+			pool_logf(p, "pool: page %u:%u: %s; its %u pool block(s) are kept and not applied; the page "
+				  "must be rebuilt from the redo log or its data file checked", space, page_no, why, nb);
+			pool_page_insert(p, e);
+		} else {
+			/* records are checked when the entry is built */
+			p->dir[a->from + a->ndir++] = (struct dir_ent){ h->key, h->block, h->seq, 0 };
+		}
+		a->blocks += nb;
+		a->pages++;
+	}
+	return NULL;
+}
+
+static int scan(struct ppl_pool *p, struct ppl_pool_recovery *rec, char *err, size_t errlen)
+{
+	uint8_t *visited = calloc(p->nblocks, 1);
+	if (visited == NULL)
+		return fail(err, errlen, "out of memory scanning %llu blocks", (unsigned long long)p->nblocks);
+	visited[0] = 1;
+	/* Both halves of the pool at once (the machine's cores are otherwise
+	 * idle at open), each sorted by page; then one merge. */
+	struct pass1 half[2] = {
+		{ .p = p, .from = 1, .to = p->nblocks / 2, .visited = visited },
+		{ .p = p, .from = p->nblocks / 2, .to = p->nblocks, .visited = visited },
+	};
+	if (half[0].to < 1)
+		half[0].to = 1;
+	pthread_t t;
+	bool threaded = p->nblocks > 65536 && pthread_create(&t, NULL, pass1_run, &half[1]) == 0;
+	pass1_run(&half[0]);
+	if (threaded)
+		pthread_join(t, NULL);
+	else
+		pass1_run(&half[1]);
+	size_t nheads = half[0].n + half[1].n;
+	struct head_ref *heads = malloc((nheads ? nheads : 1) * sizeof(*heads));
+	rec->damaged_blocks += half[0].damaged + half[1].damaged;
+	if (heads == NULL || half[0].oom || half[1].oom) {
+		free(visited);
+		free(heads);
+		free(half[0].heads);
+		free(half[1].heads);
+		return fail(err, errlen, "out of memory scanning pool heads");
+	}
+	for (size_t i = 0, j = 0, k = 0; k < nheads; k++) {
+		if (j == half[1].n || (i < half[0].n && head_cmp(&half[0].heads[i], &half[1].heads[j]) <= 0))
+			heads[k] = half[0].heads[i++];
+		else
+			heads[k] = half[1].heads[j++];
+	}
+	free(half[0].heads);
+	free(half[1].heads);
+
 	/* Sized for what is there: inserting millions of pages into a small
 	 * table that resizes in the background makes long bucket chains. */
 	unsigned long buckets = 1024;
 	while (buckets < nheads && buckets < (1ul << 30))
 		buckets <<= 1;
 	p->ht = cds_lfht_new(buckets, 1024, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING, NULL);
-	if (p->ht == NULL) {
+	p->dir = malloc((nheads ? nheads : 1) * sizeof(*p->dir));
+	p->ndir = 0;
+	if (p->ht == NULL || p->dir == NULL) {
 		free(visited);
 		free(heads);
-		free(stream);
 		return fail(err, errlen, "out of memory for the pool index (%zu pages)", nheads);
 	}
 
-	for (size_t i = 0; i < nheads; i++) {
-		const struct head_ref *h = &heads[i];
-		uint32_t space = (uint32_t)(h->key >> 32), page_no = (uint32_t)h->key;
-		if (i > 0 && heads[i - 1].key == h->key) {
-			/* An older generation whose replacement committed just
-			 * before a crash: finish the replacement. */
-			rec->replaced_chains++;
-			if (!p->read_only) {
-				uint64_t w = pm_load8(&p->pm, blk_off(p, h->block));
-				pm_store8(&p->pm, blk_off(p, h->block), blk_word(blk_next(w), blk_used(w), BLK_FREE));
-				pm_persist(&p->pm, blk_off(p, h->block), 8);
-			} else {
-				visited[h->block] = 1; /* not ours to free in a read-only look */
-			}
-			continue;
-		}
-		struct pool_page *e = pool_page_new(p, h->key);
-		if (e == NULL) {
-			free(visited);
-			free(heads);
-			free(stream);
-			return fail(err, errlen, "out of memory building the pool index");
-		}
-		const uint8_t *hb = blk_ptr(p, h->block);
-		e->head = h->block;
-		e->seq = h->seq;
-		memcpy(&e->base_lsn, hb + BLK_OFF_BASE, 8);
-		char why[200];
-		uint32_t len = 0;
-		if (pool_chain_load(p, h->block, space, page_no, stream, &len, &e->nblocks, &e->tail, visited, why,
-				    sizeof(why)) != 0 ||
-		    pool_stream_parse(space, page_no, stream, len, NULL, NULL, &e->records, &e->first_lsn,
-				      &e->last_lsn) != 0) {
-			if (why[0] == '\0')
-				snprintf(why, sizeof(why), "a record fails its checksum");
-			e->damaged = true;
-			rec->damaged_pages++;
-			p->n_damaged++;
-			pool_logf(p, "pool: page %u:%u: %s; its %u pool block(s) are kept and not applied; the page "
-				  "must be rebuilt from the redo log or its data file checked", space, page_no, why,
-				  e->nblocks);
-		} else {
-			e->bytes = len;
-			rec->records += e->records;
-		}
-		rec->blocks_used += e->nblocks;
-		pool_page_insert(p, e);
-		rec->pages++;
+	/* Walk the chains, both halves at once (split between pages). */
+	struct walk w[2] = {
+		{ .p = p, .heads = heads, .from = 0, .to = nheads / 2, .visited = visited },
+		{ .p = p, .heads = heads, .from = nheads / 2, .to = nheads, .visited = visited },
+	};
+	while (w[0].to > 0 && w[0].to < nheads && heads[w[0].to - 1].key == heads[w[0].to].key)
+		w[0].to++;
+	w[1].from = w[0].to;
+	threaded = nheads > 65536 && p->opt.tracer == NULL && pthread_create(&t, NULL, walk_run, &w[1]) == 0;
+	walk_run(&w[0]);
+	if (threaded)
+		pthread_join(t, NULL);
+	else
+		walk_run(&w[1]);
+	if (w[0].oom || w[1].oom) {
+		free(visited);
+		free(heads);
+		return fail(err, errlen, "out of memory building the pool index");
+	}
+	/* the second half's directory slots follow the first's */
+	memmove(p->dir + w[0].ndir, p->dir + w[1].from, w[1].ndir * sizeof(*p->dir));
+	p->ndir = w[0].ndir + w[1].ndir;
+	for (int i = 0; i < 2; i++) {
+		rec->replaced_chains += w[i].replaced;
+		rec->damaged_pages += w[i].damaged;
+		rec->blocks_used += w[i].blocks;
+		rec->pages += w[i].pages;
 	}
 	for (uint64_t b = 1; b < p->nblocks; b++) {
 		if (visited[b])
@@ -425,10 +517,33 @@ static int scan(struct ppl_pool *p, struct ppl_pool_recovery *rec, char *err, si
 		pool_free_push(p, (uint32_t)b);
 		rec->blocks_free++;
 	}
+	p->n_pages += p->ndir;
 	free(visited);
 	free(heads);
-	free(stream);
 	return 0;
+}
+
+static void index_done(struct ppl_pool *p, bool readers_possible)
+{
+	pthread_mutex_lock(&p->idx_lock);
+	__atomic_store_n(&p->dir_state, 0, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&p->idx_cond);
+	pthread_mutex_unlock(&p->idx_lock);
+	if (readers_possible)
+		synchronize_rcu(); /* no reader is still searching the directory */
+	free(p->dir);
+	p->dir = NULL;
+}
+
+static void *indexer_main(void *arg)
+{
+	struct ppl_pool *p = arg;
+	pool_index_build(p);
+	if (!__atomic_load_n(&p->indexer_stop, __ATOMIC_RELAXED))
+		pool_logf(p, "pool: index of %zu pages built in %.3f s after open (%" PRIu64 " records%s)", p->ndir,
+			  (double)p->idx_ns / 1e9, p->idx_records, p->idx_damaged ? ", some pages damaged" : "");
+	index_done(p, true);
+	return NULL;
 }
 
 static void prefault(struct ppl_pool *p)
@@ -443,6 +558,12 @@ static void prefault(struct ppl_pool *p)
 	for (size_t off = 0; off < p->pm.len; off += 4096)
 		sink ^= p->pm.base[off];
 	(void)sink;
+}
+
+static void *prefault_run(void *arg)
+{
+	prefault(arg);
+	return NULL;
 }
 
 int ppl_pool_open(const char *path, const struct ppl_pool_options *o, struct ppl_pool **out,
@@ -518,7 +639,13 @@ int ppl_pool_open(const char *path, const struct ppl_pool_options *o, struct ppl
 	pthread_mutex_init(&p->alloc_lock, NULL);
 	pthread_mutex_init(&p->ckpt_lock, NULL);
 	pthread_mutex_init(&p->ent_lock, NULL);
-	prefault(p);
+	pthread_mutex_init(&p->idx_lock, NULL);
+	pthread_cond_init(&p->idx_cond, NULL);
+	/* Prefaulting runs beside the scan: both walk the whole mapping. */
+	pthread_t pf;
+	bool pf_thread = pthread_create(&pf, NULL, prefault_run, p) == 0;
+	if (!pf_thread)
+		prefault(p);
 	load_ckpt(p);
 	if (p->ckpt_seq == 0)
 		pool_logf(p, "pool %s: both durable-LSN slots are damaged; the durable LSN reads as 0, so the "
@@ -526,7 +653,10 @@ int ppl_pool_open(const char *path, const struct ppl_pool_options *o, struct ppl
 
 	struct ppl_pool_recovery rec;
 	memset(&rec, 0, sizeof(rec));
-	if (scan(p, &rec, err, errlen) != 0)
+	int scan_rc = scan(p, &rec, err, errlen);
+	if (pf_thread)
+		pthread_join(pf, NULL);
+	if (scan_rc != 0)
 		goto bad_scan;
 	if (pool_dw_init(p) != 0) {
 		fail(err, errlen, "out of memory for doublewrite slots");
@@ -534,6 +664,25 @@ int ppl_pool_open(const char *path, const struct ppl_pool_options *o, struct ppl
 	}
 	pool_dw_recover(p, &rec);
 	rec.durable_lsn = p->durable_lsn;
+	/* Entries for a few pages are built now; for many, in the background
+	 * (lookups meanwhile search the scan's directory). */
+	__atomic_store_n(&p->dir_state, 1, __ATOMIC_RELEASE);
+	if (p->opt.index_wait || p->ndir <= POOL_INDEX_INLINE) {
+		pool_index_build(p);
+		index_done(p, false);
+		rec.records = p->idx_records;
+		rec.damaged_pages += p->idx_damaged;
+		rec.index_ns = p->idx_ns;
+	} else if (pthread_create(&p->indexer, NULL, indexer_main, p) == 0) {
+		p->indexer_running = true;
+		rec.index_background = true;
+	} else {
+		pool_index_build(p);
+		index_done(p, false);
+		rec.records = p->idx_records;
+		rec.damaged_pages += p->idx_damaged;
+		rec.index_ns = p->idx_ns;
+	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	rec.elapsed_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)(t1.tv_nsec - t0.tv_nsec);
 	if (rec_out)
@@ -572,6 +721,11 @@ void ppl_pool_close(struct ppl_pool *p)
 {
 	if (p == NULL)
 		return;
+	if (p->indexer_running) {
+		__atomic_store_n(&p->indexer_stop, 1, __ATOMIC_RELAXED);
+		pthread_join(p->indexer, NULL);
+	}
+	free(p->dir);
 	/* Entries retired by call_rcu must be gone before the table is. */
 	if (__atomic_load_n(&p->n_retire_cbs, __ATOMIC_ACQUIRE) > 0)
 		rcu_barrier();
@@ -596,6 +750,8 @@ no_table:
 		pthread_mutex_destroy(&p->writer[i]);
 	pthread_mutex_destroy(&p->alloc_lock);
 	pthread_mutex_destroy(&p->ckpt_lock);
+	pthread_mutex_destroy(&p->idx_lock);
+	pthread_cond_destroy(&p->idx_cond);
 	free(p->free_stack);
 	free(p->quarantine);
 	if (p->read_only) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "pool_int.h"
 
@@ -142,6 +143,120 @@ static struct pool_page *lookup(struct ppl_pool *p, uint64_t key)
 	return n ? caa_container_of(n, struct pool_page, node) : NULL;
 }
 
+/* The directory slot of a page whose entry is not built yet, or NULL.
+ * Caller holds the RCU read lock (the directory is freed after a grace
+ * period once every entry is built). */
+static struct dir_ent *dir_find(struct ppl_pool *p, uint64_t key)
+{
+	if (__atomic_load_n(&p->dir_state, __ATOMIC_ACQUIRE) != 1)
+		return NULL;
+	size_t lo = 0, hi = p->ndir;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (p->dir[mid].key < key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == p->ndir || p->dir[lo].key != key || __atomic_load_n(&p->dir[lo].consumed, __ATOMIC_ACQUIRE))
+		return NULL;
+	return &p->dir[lo];
+}
+
+static int load_entry(struct ppl_pool *p, struct pool_page *e, uint8_t *stream, char *why, size_t whylen);
+
+/* Builds the entry of a directory slot. Caller holds the page's writer
+ * lock, so no append or reclaim of the page runs meanwhile. */
+static struct pool_page *migrate(struct ppl_pool *p, struct dir_ent *d)
+{
+	uint8_t stream[4096];
+	char why[200];
+	struct pool_page *e = pool_page_new(p, d->key);
+	if (e == NULL)
+		return NULL;
+	e->head = d->head;
+	e->seq = d->seq;
+	if (load_entry(p, e, stream, why, sizeof(why)) != 0) {
+		e->damaged = true;
+		ADD(p, n_damaged, 1);
+		ADD(p, idx_damaged, 1);
+		pool_logf(p, "pool: page %u:%u: %s; its %u pool block(s) are kept and not applied; the page must be "
+			  "rebuilt from the redo log or its data file checked", (uint32_t)(d->key >> 32),
+			  (uint32_t)d->key, why, e->nblocks);
+	} else {
+		ADD(p, idx_records, e->records);
+	}
+	rcu_read_lock();
+	cds_lfht_add(p->ht, pool_hash(e->key), &e->node);
+	rcu_read_unlock();
+	__atomic_store_n(&d->consumed, 1, __ATOMIC_RELEASE);
+	return e;
+}
+
+static pthread_mutex_t *writer_lock(struct ppl_pool *p, uint64_t key)
+{
+	return &p->writer[pool_hash(key) % POOL_WRITER_LOCKS];
+}
+
+/* The page's entry for a writer (holding its lock), built from the
+ * directory if need be. */
+static struct pool_page *writer_lookup(struct ppl_pool *p, uint64_t key)
+{
+	rcu_read_lock();
+	struct pool_page *e = lookup(p, key);
+	struct dir_ent *d = e ? NULL : dir_find(p, key);
+	rcu_read_unlock(); /* e stays: only holders of this writer lock retire it */
+	if (d)
+		e = migrate(p, d);
+	return e;
+}
+
+struct build_range {
+	struct ppl_pool *p;
+	size_t from, to;
+};
+
+static void *build_range(void *arg)
+{
+	struct build_range *r = arg;
+	struct ppl_pool *p = r->p;
+	for (size_t i = r->from; i < r->to && !__atomic_load_n(&p->indexer_stop, __ATOMIC_RELAXED); i++) {
+		struct dir_ent *d = &p->dir[i];
+		pthread_mutex_t *lk = writer_lock(p, d->key);
+		pthread_mutex_lock(lk);
+		if (!__atomic_load_n(&d->consumed, __ATOMIC_ACQUIRE))
+			migrate(p, d);
+		pthread_mutex_unlock(lk);
+	}
+	return NULL;
+}
+
+void pool_index_build(struct ppl_pool *p)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t t0 = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	/* two builders, one per half of the directory */
+	struct build_range r[2] = { { p, 0, p->ndir / 2 }, { p, p->ndir / 2, p->ndir } };
+	pthread_t t;
+	bool threaded = p->ndir > 65536 && p->opt.tracer == NULL && pthread_create(&t, NULL, build_range, &r[1]) == 0;
+	build_range(&r[0]);
+	if (threaded)
+		pthread_join(t, NULL);
+	else
+		build_range(&r[1]);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	p->idx_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - t0;
+}
+
+void pool_index_wait(struct ppl_pool *p)
+{
+	pthread_mutex_lock(&p->idx_lock);
+	while (__atomic_load_n(&p->dir_state, __ATOMIC_ACQUIRE) == 1)
+		pthread_cond_wait(&p->idx_cond, &p->idx_lock);
+	pthread_mutex_unlock(&p->idx_lock);
+}
+
 static void retire_cb(struct rcu_head *h)
 {
 	struct pool_page *e = caa_container_of(h, struct pool_page, rcu);
@@ -264,7 +379,7 @@ int pool_chain_load(struct ppl_pool *p, uint32_t head, uint32_t space, uint32_t 
 			snprintf(why, whylen, "block %u of its chain points outside the pool (%u)", n, b);
 			return -1;
 		}
-		if (visited && visited[b]) {
+		if (visited && __atomic_load_n(&visited[b], __ATOMIC_RELAXED)) {
 			snprintf(why, whylen, "block %u of its chain (%u) belongs to another chain", n, b);
 			return -1;
 		}
@@ -293,10 +408,14 @@ int pool_chain_load(struct ppl_pool *p, uint32_t head, uint32_t space, uint32_t 
 			snprintf(why, whylen, "block %u of its chain (%u) claims %u bytes, beyond the cap", n, b, used);
 			return -1;
 		}
-		memcpy(stream + l, blk + poff, used);
+		/* claimed atomically: two walks run at once at open */
+		if (visited && __atomic_exchange_n(&visited[b], 1, __ATOMIC_RELAXED)) {
+			snprintf(why, whylen, "block %u of its chain (%u) belongs to another chain", n, b);
+			return -1;
+		}
+		if (stream) /* NULL: check the chain's shape only */
+			memcpy(stream + l, blk + poff, used);
 		l += used;
-		if (visited)
-			visited[b] = 1;
 		n++;
 		*nblocks = n;
 		*tail = b;
@@ -305,6 +424,22 @@ int pool_chain_load(struct ppl_pool *p, uint32_t head, uint32_t space, uint32_t 
 		if (b == 0)
 			return 0;
 	}
+}
+
+/* Fills an entry's bookkeeping from its chain in pmem (head set). 0, or
+ * -1 with the damage described in why. */
+static int load_entry(struct ppl_pool *p, struct pool_page *e, uint8_t *stream, char *why, size_t whylen)
+{
+	uint32_t space = (uint32_t)(e->key >> 32), page_no = (uint32_t)e->key, len = 0;
+	memcpy(&e->base_lsn, blk_ptr(p, e->head) + BLK_OFF_BASE, 8);
+	if (pool_chain_load(p, e->head, space, page_no, stream, &len, &e->nblocks, &e->tail, NULL, why, whylen) != 0)
+		return -1;
+	if (pool_stream_parse(space, page_no, stream, len, NULL, NULL, &e->records, &e->first_lsn, &e->last_lsn) != 0) {
+		snprintf(why, whylen, "a record fails its checksum");
+		return -1;
+	}
+	e->bytes = len;
+	return 0;
 }
 
 /* ---- DRAM records ------------------------------------------------------------------ */
@@ -575,11 +710,6 @@ static int collect(struct ppl_pool *p, struct pool_page *e, uint64_t above, stru
 	return 0;
 }
 
-static pthread_mutex_t *writer_lock(struct ppl_pool *p, uint64_t key)
-{
-	return &p->writer[pool_hash(key) % POOL_WRITER_LOCKS];
-}
-
 enum ppl_pool_status ppl_pool_append(struct ppl_pool *p, uint32_t space, uint32_t page_no,
 				     const struct ppl_pool_rec *r)
 {
@@ -592,9 +722,7 @@ enum ppl_pool_status ppl_pool_append(struct ppl_pool *p, uint32_t space, uint32_
 	pthread_mutex_t *lk = writer_lock(p, key);
 	pthread_mutex_lock(lk);
 	ADD(p, n_appends, 1);
-	rcu_read_lock();
-	struct pool_page *e = lookup(p, key);
-	rcu_read_unlock(); /* e stays: only holders of this writer lock retire it */
+	struct pool_page *e = writer_lookup(p, key);
 	enum ppl_pool_status st;
 	if (e == NULL || r->from_init) {
 		struct rec_list l = { .buf = rec, .len = rl, .cap = rl, .n = 1 };
@@ -625,9 +753,7 @@ enum ppl_pool_status ppl_pool_reclaim(struct ppl_pool *p, uint32_t space, uint32
 	uint64_t key = pool_key(space, page_no);
 	pthread_mutex_t *lk = writer_lock(p, key);
 	pthread_mutex_lock(lk);
-	rcu_read_lock();
-	struct pool_page *e = lookup(p, key);
-	rcu_read_unlock();
+	struct pool_page *e = writer_lookup(p, key);
 	enum ppl_pool_status st = PPL_POOL_OK;
 	if (e) {
 		struct rec_list l = { 0 };
@@ -648,6 +774,7 @@ uint64_t ppl_pool_drop_space(struct ppl_pool *p, uint32_t space)
 	uint64_t *keys = NULL;
 	struct cds_lfht_iter it;
 	struct pool_page *e;
+	pool_index_wait(p);
 	rcu_read_lock();
 	cds_lfht_for_each_entry(p->ht, &it, e, node) {
 		if ((uint32_t)(e->key >> 32) != space)
@@ -666,9 +793,7 @@ uint64_t ppl_pool_drop_space(struct ppl_pool *p, uint32_t space)
 	for (size_t i = 0; i < n; i++) {
 		pthread_mutex_t *lk = writer_lock(p, keys[i]);
 		pthread_mutex_lock(lk);
-		rcu_read_lock();
-		e = lookup(p, keys[i]);
-		rcu_read_unlock();
+		e = writer_lookup(p, keys[i]);
 		if (e) {
 			struct rec_list none = { 0 };
 			replace_chain(p, e, keys[i], &none, 0, 0);
@@ -717,10 +842,19 @@ enum ppl_pool_status ppl_pool_records(struct ppl_pool *p, uint32_t space, uint32
 	uint32_t len = 0, nb, tail;
 	char why[200];
 	enum ppl_pool_status st = PPL_POOL_OK;
+	struct pool_page tmp;
 	rcu_read_lock();
 	struct pool_page *e = lookup(p, key);
-	if (e == NULL)
-		goto out;
+	if (e == NULL) {
+		/* not built yet: read the chain the scan found */
+		struct dir_ent *dir = dir_find(p, key);
+		if (dir == NULL)
+			goto out;
+		memset(&tmp, 0, sizeof(tmp));
+		tmp.key = key;
+		tmp.head = dir->head;
+		e = &tmp;
+	}
 	if (__atomic_load_n(&e->damaged, __ATOMIC_ACQUIRE)) {
 		st = PPL_POOL_CORRUPT;
 		goto out;
@@ -730,7 +864,10 @@ enum ppl_pool_status ppl_pool_records(struct ppl_pool *p, uint32_t space, uint32
 		    pool_stream_parse(space, page_no, stream, len, NULL, NULL, NULL, NULL, NULL) != 0) {
 			if (why[0] == '\0')
 				snprintf(why, sizeof(why), "a record fails its checksum");
-			mark_damaged(p, e, why);
+			if (e == &tmp)
+				pool_logf(p, "pool: page %u:%u: %s; its pool records are not applied", space, page_no, why);
+			else
+				mark_damaged(p, e, why);
 			st = PPL_POOL_CORRUPT;
 			goto out;
 		}
@@ -774,14 +911,29 @@ static void snapshot(const struct pool_page *e, struct ppl_pool_page_info *o)
 
 bool ppl_pool_page_info(struct ppl_pool *p, uint32_t space, uint32_t page_no, struct ppl_pool_page_info *out)
 {
+	uint64_t key = pool_key(space, page_no);
+	bool found = true;
 	rcu_read_lock();
-	struct pool_page *e = lookup(p, pool_key(space, page_no));
-	if (e)
+	struct pool_page *e = lookup(p, key);
+	struct dir_ent *dir = e ? NULL : dir_find(p, key);
+	if (e) {
 		snapshot(e, out);
-	else
+	} else if (dir) {
+		struct pool_page tmp;
+		uint8_t stream[4096];
+		char why[200];
+		memset(&tmp, 0, sizeof(tmp));
+		tmp.key = key;
+		tmp.head = dir->head;
+		tmp.seq = dir->seq;
+		tmp.damaged = load_entry(p, &tmp, stream, why, sizeof(why)) != 0;
+		snapshot(&tmp, out);
+	} else {
 		memset(out, 0, sizeof(*out));
+		found = false;
+	}
 	rcu_read_unlock();
-	return e != NULL;
+	return found;
 }
 
 void ppl_pool_for_each_page(struct ppl_pool *p,
@@ -792,6 +944,7 @@ void ppl_pool_for_each_page(struct ppl_pool *p,
 	struct cds_lfht_iter it;
 	struct pool_page *e;
 	struct ppl_pool_page_info info;
+	pool_index_wait(p);
 	rcu_read_lock();
 	cds_lfht_for_each_entry(p->ht, &it, e, node) {
 		snapshot(e, &info);
@@ -814,6 +967,7 @@ size_t ppl_pool_oldest(struct ppl_pool *p, struct ppl_pool_page_ref *out, size_t
 	struct pool_page *e;
 	if (n == 0)
 		return 0;
+	pool_index_wait(p);
 	rcu_read_lock();
 	cds_lfht_for_each_entry(p->ht, &it, e, node) {
 		struct ppl_pool_page_ref r = { (uint32_t)(e->key >> 32), (uint32_t)e->key,

@@ -48,6 +48,17 @@ struct pool_page {
 	struct rcu_head rcu;
 };
 
+/* A page found by the recovery scan whose index entry is not built yet:
+ * entries for millions of pages are built by a background thread after
+ * open, so the pool serves at once; until then lookups fall back to a
+ * binary search of this sorted directory. `consumed`: the entry exists
+ * (or the page was since replaced): the slot must not be used again. */
+struct dir_ent {
+	uint64_t key;
+	uint32_t head, seq;
+	uint8_t consumed;
+};
+
 struct ppl_pool {
 	struct pool_pm pm;
 	bool read_only;
@@ -75,6 +86,17 @@ struct ppl_pool {
 
 	pthread_mutex_t ckpt_lock;
 	uint64_t ckpt_seq, durable_lsn;
+
+	/* the directory and the thread turning it into index entries */
+	struct dir_ent *dir;
+	size_t ndir;
+	int dir_state;           /* 1 while entries are being built */
+	pthread_t indexer;
+	bool indexer_running;
+	int indexer_stop;
+	pthread_mutex_t idx_lock;
+	pthread_cond_t idx_cond;
+	uint64_t idx_records, idx_damaged, idx_ns;
 
 	pthread_mutex_t dw_lock;
 	pthread_cond_t dw_cond;
@@ -112,6 +134,12 @@ int pool_chain_load(struct ppl_pool *p, uint32_t head, uint32_t space, uint32_t 
 int pool_stream_parse(uint32_t space, uint32_t page_no, const uint8_t *s, uint32_t len,
 		      int (*fn)(void *arg, const struct ppl_pool_rec *r), void *arg, uint32_t *records,
 		      uint64_t *first_lsn, uint64_t *last_lsn);
+
+/* Builds the index entries of every directory slot (the recovery scan's
+ * pages); from open, or from the background thread. */
+void pool_index_build(struct ppl_pool *p);
+/* Returns once every entry is built. */
+void pool_index_wait(struct ppl_pool *p);
 
 /* pool_dw.c */
 int pool_dw_init(struct ppl_pool *p);

@@ -128,7 +128,8 @@ static struct ppl_pool *open_ro(struct args *a, struct datadir *dd, struct ppl_p
 {
 	char err[512];
 	struct ppl_pool *p;
-	struct ppl_pool_options o = { .identity = a->identity, .read_only = true, .log = quiet ? NULL : log_stderr };
+	struct ppl_pool_options o = { .identity = a->identity, .read_only = true, .index_wait = true,
+				      .log = quiet ? NULL : log_stderr };
 	if (dd) {
 		o.read_page = datadir_read_page;
 		o.page_arg = dd;

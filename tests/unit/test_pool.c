@@ -542,6 +542,76 @@ static void test_concurrent(void)
 	ppl_pool_close(p);
 }
 
+/* ---- many pages: the index is built in the background after open ---- */
+static int one_rec(void *arg, const struct ppl_pool_rec *r)
+{
+	uint64_t *got = arg;
+	got[0]++;
+	got[1] = r->start_lsn;
+	got[2] = r->len ? r->bytes[0] : 0;
+	return 0;
+}
+
+static void count_pages(void *arg, uint32_t space, uint32_t page_no, const struct ppl_pool_page_info *i)
+{
+	(void)space;
+	(void)page_no;
+	uint64_t *c = arg;
+	c[0]++;
+	c[1] += i->records;
+}
+
+static void test_background_index(void)
+{
+	const uint32_t N = 120000;
+	CHECK(make(32 << 20) == 0);
+	struct ppl_pool *p = open_pool("/data/test", NULL);
+	if (!p)
+		return;
+	for (uint32_t pg = 0; pg < N; pg++)
+		CHECK_EQ_U(add(p, 4, pg, 10 * (uint64_t)pg + 1, 12, false), PPL_POOL_OK);
+	ppl_pool_close(p);
+	struct ppl_pool_recovery rec;
+	p = open_pool("/data/test", &rec);
+	if (!p)
+		return;
+	CHECK(rec.index_background);
+	CHECK_EQ_U(rec.pages, N);
+	/* served at once, while entries are still being built: reads, and
+	 * writers that reach pages before the builder does */
+	unsigned bad = 0;
+	for (uint32_t pg = N - 1; pg > N - 2000; pg -= 7) {
+		uint64_t got[3] = { 0 };
+		if (ppl_pool_records(p, 4, pg, one_rec, got) != PPL_POOL_OK || got[0] != 1 ||
+		    got[1] != 10 * (uint64_t)pg + 1 || got[2] != (uint8_t)(10 * pg + 1))
+			bad++;
+	}
+	CHECK_EQ_U(bad, 0);
+	CHECK_EQ_U(add(p, 4, N - 3, 10 * (uint64_t)N + 5, 12, false), PPL_POOL_OK);
+	CHECK_EQ_U(ppl_pool_reclaim(p, 4, N - 10, UINT64_MAX - 1), PPL_POOL_OK);
+	struct ppl_pool_page_info info;
+	CHECK(ppl_pool_page_info(p, 4, N - 3, &info) && info.records == 2);
+	CHECK(!ppl_pool_page_info(p, 4, N - 10, &info));
+	CHECK(ppl_pool_page_info(p, 4, 5, &info) && info.records == 1 && info.first_lsn == 51);
+	uint64_t c[2] = { 0, 0 };
+	ppl_pool_for_each_page(p, count_pages, c); /* waits for the builder */
+	CHECK_EQ_U(c[0], N - 1);
+	CHECK_EQ_U(c[1], N);
+	struct ppl_pool_usage u;
+	ppl_pool_usage(p, &u);
+	CHECK_EQ_U(u.pages, N - 1);
+	ppl_pool_close(p);
+	struct ppl_pool_options o = { .identity = "/data/test", .index_wait = true };
+	char err[256];
+	CHECK(ppl_pool_open(path, &o, &p, &rec, err, sizeof(err)) == 0);
+	CHECK(!rec.index_background);
+	CHECK_EQ_U(rec.records, N);
+	/* closing while the builder still runs */
+	ppl_pool_close(p);
+	CHECK(ppl_pool_open(path, NULL, &p, &rec, err, sizeof(err)) == 0);
+	ppl_pool_close(p);
+}
+
 int main(void)
 {
 	snprintf(path, sizeof(path), "/dev/shm/ppl-test-pool-%d", (int)getpid());
@@ -551,6 +621,7 @@ int main(void)
 	test_damage();
 	test_doublewrite();
 	test_concurrent();
+	test_background_index();
 	unlink(path);
 	CHECK_DONE();
 }

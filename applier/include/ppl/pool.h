@@ -80,6 +80,7 @@ struct ppl_pool_options {
 	void (*log)(void *arg, const char *msg); /* recovery findings and damage; NULL = silent */
 	void *log_arg;
 	const struct ppl_pool_tracer *tracer;
+	bool index_wait;             /* build every index entry before returning (tools) */
 };
 
 /* What the open-time scan found and did. */
@@ -96,7 +97,12 @@ struct ppl_pool_recovery {
 	uint64_t dw_needs_restore;     /* torn or older, not repaired (read-only open, or the write failed) */
 	uint64_t dw_damaged;           /* slot checksum failed: left alone */
 	uint64_t durable_lsn;
-	uint64_t elapsed_ns;
+	uint64_t elapsed_ns;           /* open, scan and doublewrite restore: the pool serves from here */
+	/* For many pages the index entries are built after open by a
+	 * background thread (lookups work meanwhile); `records` and damaged
+	 * pages found then are logged, not counted here. */
+	bool index_background;
+	uint64_t index_ns;             /* building the entries, when done inside open */
 };
 
 /* Opens (and in read-write mode recovers) a pool. Refuses, with a message
