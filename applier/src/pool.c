@@ -358,7 +358,8 @@ static void *pass1_run(void *arg)
 		}
 		a->heads[a->n++] = (struct head_ref){ pool_key(space, page_no), seq, (uint32_t)b };
 	}
-	qsort(a->heads, a->n, sizeof(*a->heads), head_cmp);
+	if (a->n > 1)
+		qsort(a->heads, a->n, sizeof(*a->heads), head_cmp);
 	return NULL;
 }
 
