@@ -1,5 +1,6 @@
-/* The engine hooks as they stand before the engine is attached: classify,
- * count, log at debug level. See ppl_hooks.h for where each is called. */
+/* The engine hooks: classify, count, log at debug level, and hand redo
+ * writes, page reads and page writes to the engine (ppl_engine.c). See
+ * ppl_hooks.h for where each is called. */
 #include "config.h"
 #include "log.h"
 
@@ -9,10 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ppl_engine.h"
 #include "ppl_hooks.h"
 
 struct ppl_hooks {
 	struct ppl_hook_counts c; /* updated with relaxed atomics */
+	struct ppl_engine *engine;
 };
 
 static const char *const class_names[PPL_FILE_CLASS_COUNT] = {
@@ -75,14 +78,30 @@ bool ppl_class_has_pages(enum ppl_file_class cls)
 	return cls == PPL_FILE_TABLESPACE || cls == PPL_FILE_SYSTEM_TS || cls == PPL_FILE_UNDO_TS;
 }
 
-struct ppl_hooks *ppl_hooks_create(void)
+struct ppl_hooks *ppl_hooks_create(const char *datadir)
 {
-	return calloc(1, sizeof(struct ppl_hooks));
+	struct ppl_hooks *h = calloc(1, sizeof(struct ppl_hooks));
+	if (h == NULL)
+		return NULL;
+	h->engine = ppl_engine_new(datadir);
+	if (h->engine == NULL) {
+		free(h);
+		return NULL;
+	}
+	return h;
 }
 
 void ppl_hooks_destroy(struct ppl_hooks *h)
 {
+	if (h == NULL)
+		return;
+	ppl_engine_free(h->engine);
 	free(h);
+}
+
+int ppl_hooks_engine_format(struct ppl_hooks *h, char *buf, size_t len)
+{
+	return ppl_engine_format(h->engine, buf, len);
 }
 
 static void count(struct ppl_hooks *h, enum ppl_file_class cls, enum ppl_op op, uint64_t bytes)
@@ -160,6 +179,10 @@ int ppl_hook_write(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offse
 		 " length %zu of %zu in %d buffers%s", ppl_file_class_name(f->cls),
 		 f->name ? f->name : "(name unknown)", f->fileid, offset, len, iov_total(iov, iovcnt),
 		 iovcnt, stable ? " stable" : "");
+	if (f->cls == PPL_FILE_REDO_LOG)
+		return ppl_engine_log_write(h->engine, f->fileid, offset, iov, iovcnt, len);
+	if (ppl_class_has_pages(f->cls))
+		ppl_engine_write(h->engine, f->fileid, offset, iov, iovcnt, len);
 	return 0;
 }
 
@@ -180,6 +203,8 @@ int ppl_hook_read(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset
 		 " length %zu in %d buffers of %zu", ppl_file_class_name(f->cls),
 		 f->name ? f->name : "(name unknown)", f->fileid, offset, len, iovcnt,
 		 iov_total(iov, iovcnt));
+	if (ppl_class_has_pages(f->cls))
+		return ppl_engine_read(h->engine, f->fileid, offset, iov, iovcnt, len);
 	return 0;
 }
 
@@ -209,4 +234,6 @@ void ppl_hook_rename(struct ppl_hooks *h, const struct ppl_file *from, const str
 		 ppl_file_class_name(from->cls), from->name ? from->name : "?",
 		 ppl_file_class_name(to->cls), to->name ? to->name : "?", from->fileid,
 		 replaced ? ", replacing " : "", replaced ? ppl_file_class_name(replaced->cls) : "");
+	if (to->cls == PPL_FILE_REDO_LOG && from->cls != PPL_FILE_REDO_LOG)
+		ppl_engine_log_replaced(h->engine);
 }

@@ -4,9 +4,9 @@
  * these hooks at the exact point where the engine has to act; nothing here
  * knows Ganesha's types, so the engine side can be written and tested
  * without it. Today each hook does what is real without the engine: it
- * counts the operation per file class and logs it at debug level. The
- * engine attaches by filling in the bodies in ppl_hooks.c; the call sites
- * and their guarantees (below) stay as they are.
+ * counts the operation per file class, logs it at debug level and hands
+ * it to the engine (ppl_engine.h): redo writes are ingested before the
+ * WRITE is acknowledged, page reads are rebuilt, page writes become bases.
  *
  * Ordering guarantees given by the call sites:
  * - ppl_hook_write: called after the sub-FSAL wrote the bytes (written
@@ -74,13 +74,16 @@ struct ppl_hook_counts {
 
 struct ppl_hooks;
 
-struct ppl_hooks *ppl_hooks_create(void);
+/* datadir: the export's directory (the sub-FSAL's files on local disk). */
+struct ppl_hooks *ppl_hooks_create(const char *datadir);
 void ppl_hooks_destroy(struct ppl_hooks *h);
 void ppl_hooks_snapshot(struct ppl_hooks *h, struct ppl_hook_counts *out);
 /* "redo_log: write 3/1536 B, commit 1; tablespace: read 2/32768 B" for
  * the classes and operations that happened; "no InnoDB file activity"
  * otherwise. Returns the length (as snprintf). */
 int ppl_hook_counts_format(const struct ppl_hook_counts *c, char *buf, size_t len);
+/* The engine's figures for the stats line. */
+int ppl_hooks_engine_format(struct ppl_hooks *h, char *buf, size_t len);
 
 int ppl_hook_write(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset,
 		   const struct iovec *iov, int iovcnt, size_t len, bool stable);

@@ -1,7 +1,5 @@
 /* The periodic stats line (every Stats_Interval seconds) and the final one
- * at unexport. Today it reports what the FSAL itself measures: I/O on
- * InnoDB's files by class; the engine's figures join it when it is
- * attached. */
+ * at unexport: I/O on InnoDB's files by class, then the engine's figures. */
 #include "ppl_fsal.h"
 
 #include <time.h>
@@ -9,11 +7,12 @@
 void ppl_stats_log(struct ppl_export *pexp, const char *when)
 {
 	struct ppl_hook_counts c;
-	char line[2048];
+	char line[2048], engine[1024];
 
 	ppl_hooks_snapshot(pexp->hooks, &c);
 	ppl_hook_counts_format(&c, line, sizeof(line));
-	LogEvent(COMPONENT_FSAL, "PPL: stats %s for %s: %s", when, pexp->fullpath, line);
+	ppl_hooks_engine_format(pexp->hooks, engine, sizeof(engine));
+	LogEvent(COMPONENT_FSAL, "PPL: stats %s for %s: %s | %s", when, pexp->fullpath, line, engine);
 }
 
 static void *stats_main(void *arg)

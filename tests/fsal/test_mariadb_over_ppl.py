@@ -91,3 +91,13 @@ def test_mariadb_on_fsal_ppl(tmp_path):
     assert unlinks >= 1 or f[("tablespace", "rename_from")][0] >= 2
     assert not any(cls == "unresolved" for cls, _ in f), f
     assert re.search(r"PPL: export \S+ over FSAL VFS", g.log_text())
+    # The engine found the datadir inside the export, ingested the redo
+    # MariaDB wrote (from the log's checkpoint), and every page it was
+    # asked for while MariaDB read its tables back could be served.
+    log = g.log_text()
+    assert "MariaDB's datadir is " in log and "redo ingest started at the checkpoint LSN" in log
+    engine = re.findall(r"PPL: stats at unexport for \S+: .* \| (engine: .*)", log)[-1]
+    parsed = re.search(r"redo ([0-9.]+) MB parsed to LSN (\d+), (\d+) mtrs", engine)
+    assert parsed and float(parsed.group(1)) > 0 and int(parsed.group(3)) > 0, engine
+    assert "rebuild failures 0" in engine and "INGEST STOPPED" not in engine, engine
+    assert "cannot be rebuilt" not in log and "redo ingest stopped" not in log

@@ -1,0 +1,46 @@
+/* The storage engine (applier/'s ppl_node) attached to one export: redo
+ * ingest from writes to ib_logfile0, pages rebuilt on read, full page
+ * writes taken as new bases. The hooks (ppl_hooks.c) call it; it reads the
+ * log and ibdata1 directly from the export's directory on local disk (the
+ * VFS sub-FSAL's files; MariaDB's datadir may be a directory inside the
+ * export, found by the log file's inode) when it needs what was written
+ * before it started.
+ *
+ * Not yet here (issue 5): the pmem pool under the index, background
+ * materialization, the log-wrap guard, the elision service, verify mode. */
+#ifndef PPL_ENGINE_H
+#define PPL_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+struct ppl_engine;
+
+struct ppl_engine *ppl_engine_new(const char *datadir);
+void ppl_engine_free(struct ppl_engine *e);
+
+/* Bytes written to ib_logfile0 (already durable in the file). Returns 0,
+ * or an errno to fail the WRITE: never, today: a log the engine cannot
+ * parse is logged and ingest stops, and pages are then served as the data
+ * files hold them (MariaDB writes every page itself while nothing is
+ * elided). */
+int ppl_engine_log_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
+			 size_t len);
+/* The log file was replaced (ib_logfile101 renamed over it): start over. */
+void ppl_engine_log_replaced(struct ppl_engine *e);
+
+/* A read of a page file filled iov: rebuild the pages the index has
+ * records for, in place. 0, or EIO when a page cannot be rebuilt (a wrong
+ * page is never served). */
+int ppl_engine_read(struct ppl_engine *e, uint64_t fileid, uint64_t off, struct iovec *iov, int iovcnt,
+		    size_t len);
+/* A write to a page file reached the file: whole pages become bases. */
+void ppl_engine_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
+		      size_t len);
+
+/* "redo 12.3 MB, 4567 mtrs, ... " for the stats line. */
+int ppl_engine_format(struct ppl_engine *e, char *buf, size_t len);
+
+#endif
