@@ -561,6 +561,16 @@ static void prefault(struct ppl_pool *p)
 	(void)sink;
 }
 
+static void unmap(struct ppl_pool *p)
+{
+	if (p->read_only) {
+		munmap(p->pm.base, p->pm.len);
+		close(p->fd);
+	} else {
+		pmem_unmap(p->pm.base, p->pm.len);
+	}
+}
+
 static void *prefault_run(void *arg)
 {
 	prefault(arg);
@@ -698,12 +708,7 @@ bad_alloc:
 	free(p->free_stack);
 	free(p->quarantine);
 bad_map:
-	if (p->read_only) {
-		munmap(p->pm.base, p->pm.len);
-		close(p->fd);
-	} else {
-		pmem_unmap(p->pm.base, p->pm.len);
-	}
+	unmap(p);
 	free(p);
 	return -1;
 }
@@ -755,12 +760,7 @@ no_table:
 	pthread_cond_destroy(&p->idx_cond);
 	free(p->free_stack);
 	free(p->quarantine);
-	if (p->read_only) {
-		munmap(p->pm.base, p->pm.len);
-		close(p->fd);
-	} else {
-		pmem_unmap(p->pm.base, p->pm.len);
-	}
+	unmap(p);
 	free(p);
 }
 
