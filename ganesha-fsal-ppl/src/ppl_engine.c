@@ -213,9 +213,10 @@ static void stop_ingest(struct ppl_engine *e, const char *why)
 {
 	e->stopped = true;
 	LogCrit(COMPONENT_FSAL, "PPL: %s: redo ingest stopped: %s. Pages with records parsed before this point "
-		"are still rebuilt on read; later ones are served as the data files hold them. MariaDB's own "
-		"recovery (restart mariadbd) is unaffected; restart ganesha.nfsd to ingest again from the "
-		"log's checkpoint", e->datadir, why);
+		"are still rebuilt on read; later ones are served as the data files hold them (nothing is "
+		"elided). If the log file itself is damaged, MariaDB's own recovery will stop at the same "
+		"place; if only this parse went wrong, restart ganesha.nfsd to ingest again from the log's "
+		"checkpoint", e->datadir, why);
 }
 
 /* Feeds bytes [from, to) of the log file as it is on disk. */

@@ -11,12 +11,15 @@ counted, not compared."""
 import os
 import re
 import shutil
+import struct
 import subprocess
+
+import pytest
 
 from lib import paths
 from lib.ganesha import Ganesha
 from lib.mariadb import MariaDB
-from lib.oracle import compare_dirs, data_files
+from lib.oracle import compare_dirs, data_files, page_size_of
 
 from _libnfs import Client
 
@@ -49,19 +52,18 @@ def make_backup(base):
     return backup
 
 
-def test_pages_read_over_nfs_equal_prepare(tmp_path):
-    backup = make_backup(str(tmp_path))
-    prepared = str(tmp_path / "prepared")
-    shutil.copytree(backup, prepared)
-    r = subprocess.run(["mariadb-backup", f"--defaults-file={prepared}/backup-my.cnf", "--prepare",
-                        f"--target-dir={prepared}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert r.returncode == 0, r.stdout[-3000:]
+@pytest.fixture(scope="module")
+def backup(tmp_path_factory):
+    return make_backup(str(tmp_path_factory.mktemp("fsal-oracle")))
 
+
+def serve(tmp_path, backup, log):
+    """Starts an export holding the backup's data files, writes `log` as
+    ib_logfile0 over NFS in 64 KiB writes, reads every page file back over
+    NFS into tmp_path/served. Returns (served dir, Ganesha's log text)."""
     export = tmp_path / "export"
     shutil.copytree(backup, export, ignore=shutil.ignore_patterns("ib_logfile0"))
     assert not any(n.endswith(".new") for _d, _s, files in os.walk(export) for n in files)
-    with open(os.path.join(backup, "ib_logfile0"), "rb") as f:
-        log = f.read()
     (tmp_path / "pmem").mkdir()
     fsal = (f'FSAL {{ Name = PPL; Pool_Path = "{tmp_path}/pmem/ppl.pool"; Stats_Interval = 0; '
             f'FSAL {{ Name = VFS; }} }}')
@@ -80,17 +82,58 @@ def test_pages_read_over_nfs_equal_prepare(tmp_path):
                 os.makedirs(os.path.dirname(served / rel), exist_ok=True)
                 with open(served / rel, "wb") as out:
                     out.write(c.read_file(rel))
-    logtext = g.log_text()       # the final stats line is written at unexport
+    return str(served), g.log_text()       # the final stats line is written at unexport
+
+
+def test_pages_read_over_nfs_equal_prepare(tmp_path, backup):
+    prepared = str(tmp_path / "prepared")
+    shutil.copytree(backup, prepared)
+    r = subprocess.run(["mariadb-backup", f"--defaults-file={prepared}/backup-my.cnf", "--prepare",
+                        f"--target-dir={prepared}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert r.returncode == 0, r.stdout[-3000:]
+
+    with open(os.path.join(backup, "ib_logfile0"), "rb") as f:
+        log = f.read()
+    served, logtext = serve(tmp_path, backup, log)
     engine = re.findall(r"\| (engine: .*)", logtext)[-1]
     assert "redo ingest started at the checkpoint LSN" in logtext, logtext[-3000:]
     assert "redo ingest stopped" not in logtext and "cannot be rebuilt" not in logtext, logtext[-3000:]
     rebuilt = int(re.search(r"pages rebuilt (\d+)", engine).group(1))
     assert rebuilt > 50, engine               # the log really had work for the reads
 
-    compared, diffs, problems = compare_dirs(prepared, str(served))
+    compared, diffs, problems = compare_dirs(prepared, served)
     assert compared > 500
     assert diffs == [], "\n".join(diffs[:20])
     # Files the log extends past their end in the backup: the tail pages
     # exist only after recovery (not served by this stage of the FSAL).
     for p in problems:
         assert re.search(r": size \d+ after prepare, \d+ after replay", p), p
+
+
+def test_damaged_log_over_nfs_stops_ingest_and_serves_no_later_change(tmp_path, backup):
+    """One flipped byte in the middle of the records: the engine says so
+    and stops parsing there; every page still reads and carries no change
+    from past the damage."""
+    with open(os.path.join(backup, "ib_logfile0"), "rb") as f:
+        log = bytearray(f.read())
+    end = len(log.rstrip(b"\0"))
+    at = 12288 + (end - 12288) * 2 // 3
+    log[at] ^= 0x20
+    served, logtext = serve(tmp_path, backup, bytes(log))
+    m = re.search(r"redo ingest stopped: (.*?)\. Pages with records", logtext)
+    assert m, logtext[-3000:]
+    parsed = int(re.findall(r"\| engine: redo [0-9.]+ MB parsed to LSN (\d+)", logtext)[-1])
+    assert "cannot be rebuilt" not in logtext
+    pages = 0
+    for rel, path in data_files(served).items():
+        ps = page_size_of(path)
+        with open(path, "rb") as f:
+            data = f.read()
+        for off in range(0, len(data), ps):
+            page = data[off:off + ps]
+            if not any(page):
+                continue
+            lsn = struct.unpack(">Q", page[16:24])[0]
+            assert lsn <= parsed, f"{rel} page {off // ps}: LSN {lsn} is past the damage (parsed to {parsed})"
+            pages += 1
+    assert pages > 500
