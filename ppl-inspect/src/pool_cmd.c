@@ -9,8 +9,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "datadir.h"
 #include "inspect.h"
+#include "ppl/datadir.h"
 #include "ppl/pool.h"
 
 struct args {
@@ -124,14 +124,14 @@ static int cmd_create(struct args *a)
 	return 0;
 }
 
-static struct ppl_pool *open_ro(struct args *a, struct datadir *dd, struct ppl_pool_recovery *rec, bool quiet)
+static struct ppl_pool *open_ro(struct args *a, struct ppl_datadir *dd, struct ppl_pool_recovery *rec, bool quiet)
 {
 	char err[512];
 	struct ppl_pool *p;
 	struct ppl_pool_options o = { .identity = a->identity, .read_only = true, .index_wait = true,
 				      .log = quiet ? NULL : log_stderr };
 	if (dd) {
-		o.read_page = datadir_read_page;
+		o.read_page = ppl_datadir_read_page;
 		o.page_arg = dd;
 	}
 	if (ppl_pool_open(a->path, &o, &p, rec, err, sizeof(err)) != 0) {
@@ -165,15 +165,15 @@ static json_object *recovery_json(const struct ppl_pool_recovery *r)
 static int cmd_check(struct args *a)
 {
 	char err[512];
-	struct datadir *dd = NULL;
-	if (a->datadir && (dd = datadir_open(a->datadir, err, sizeof(err))) == NULL) {
+	struct ppl_datadir *dd = NULL;
+	if (a->datadir && (dd = ppl_datadir_open(a->datadir, err, sizeof(err))) == NULL) {
 		fprintf(stderr, "ppl-inspect: %s\n", err);
 		return 2;
 	}
 	struct ppl_pool_recovery r;
 	struct ppl_pool *p = open_ro(a, dd, &r, false);
 	if (p == NULL) {
-		datadir_close(dd);
+		ppl_datadir_close(dd);
 		return 2;
 	}
 	bool bad = r.damaged_pages || r.damaged_blocks || r.dw_damaged || r.dw_needs_restore;
@@ -196,7 +196,7 @@ static int cmd_check(struct args *a)
 			printf("  the storage node restores those pages when it opens the pool\n");
 	}
 	ppl_pool_close(p);
-	datadir_close(dd);
+	ppl_datadir_close(dd);
 	return bad ? 1 : 0;
 }
 

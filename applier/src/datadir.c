@@ -1,6 +1,6 @@
-#include "datadir.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ppl/datadir.h"
 #include "ppl/mach.h"
 #include "ppl/page.h"
 
@@ -18,12 +19,14 @@ struct space_file {
 	char path[4096];
 };
 
-struct datadir {
+struct ppl_datadir {
+	char *dir;
+	pthread_rwlock_t lock;
 	struct space_file *f;
 	size_t n, cap;
 };
 
-static void add_file(struct datadir *d, const char *path)
+static void add_file(struct ppl_datadir *d, const char *path)
 {
 	uint8_t hdr[PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS + 4];
 	int fd = open(path, O_RDONLY);
@@ -46,7 +49,7 @@ static void add_file(struct datadir *d, const char *path)
 	d->n++;
 }
 
-static void scan_dir(struct datadir *d, const char *dir, int depth)
+static void scan_dir(struct ppl_datadir *d, const char *dir, int depth)
 {
 	DIR *dh = opendir(dir);
 	struct dirent *e;
@@ -71,44 +74,69 @@ static void scan_dir(struct datadir *d, const char *dir, int depth)
 	closedir(dh);
 }
 
-struct datadir *datadir_open(const char *dir, char *err, size_t errlen)
+struct ppl_datadir *ppl_datadir_open(const char *dir, char *err, size_t errlen)
 {
 	struct stat st;
 	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
 		snprintf(err, errlen, "datadir %s: %s", dir, errno ? strerror(errno) : "not a directory");
 		return NULL;
 	}
-	struct datadir *d = calloc(1, sizeof(*d));
-	if (d == NULL) {
+	struct ppl_datadir *d = calloc(1, sizeof(*d));
+	if (d == NULL || (d->dir = strdup(dir)) == NULL) {
+		free(d);
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
+	pthread_rwlock_init(&d->lock, NULL);
 	scan_dir(d, dir, 0);
 	return d;
 }
 
-void datadir_close(struct datadir *d)
+void ppl_datadir_close(struct ppl_datadir *d)
 {
 	if (d) {
+		pthread_rwlock_destroy(&d->lock);
 		free(d->f);
+		free(d->dir);
 		free(d);
 	}
 }
 
-size_t datadir_spaces(const struct datadir *d) { return d->n; }
-
-static const char *find(const struct datadir *d, uint32_t space)
+size_t ppl_datadir_spaces(struct ppl_datadir *d)
 {
-	for (size_t i = 0; i < d->n; i++)
-		if (d->f[i].space == space)
-			return d->f[i].path;
-	return NULL;
+	pthread_rwlock_rdlock(&d->lock);
+	size_t n = d->n;
+	pthread_rwlock_unlock(&d->lock);
+	return n;
 }
 
-int datadir_read_page(void *arg, uint32_t space, uint32_t page_no, uint8_t *buf, size_t size)
+/* Copies the path of the space's file into out; looks again once if the
+ * space is not known (a table created since the last look). */
+static int find(struct ppl_datadir *d, uint32_t space, char *out, size_t outlen)
 {
-	const char *path = find(arg, space);
-	if (path == NULL)
+	for (int attempt = 0; attempt < 2; attempt++) {
+		pthread_rwlock_rdlock(&d->lock);
+		for (size_t i = 0; i < d->n; i++)
+			if (d->f[i].space == space) {
+				snprintf(out, outlen, "%s", d->f[i].path);
+				pthread_rwlock_unlock(&d->lock);
+				return 0;
+			}
+		pthread_rwlock_unlock(&d->lock);
+		if (attempt == 0) {
+			pthread_rwlock_wrlock(&d->lock);
+			d->n = 0;
+			scan_dir(d, d->dir, 0);
+			pthread_rwlock_unlock(&d->lock);
+		}
+	}
+	return -1;
+}
+
+int ppl_datadir_read_page(void *arg, uint32_t space, uint32_t page_no, uint8_t *buf, size_t size)
+{
+	char path[4096];
+	if (find(arg, space, path, sizeof(path)) != 0)
 		return -1;
 	int fd = open(path, O_RDONLY);
 	if (fd < 0)
@@ -120,10 +148,10 @@ int datadir_read_page(void *arg, uint32_t space, uint32_t page_no, uint8_t *buf,
 	return got < 0 ? -1 : 0;
 }
 
-int datadir_write_page(void *arg, uint32_t space, uint32_t page_no, const uint8_t *buf, size_t size)
+int ppl_datadir_write_page(void *arg, uint32_t space, uint32_t page_no, const uint8_t *buf, size_t size)
 {
-	const char *path = find(arg, space);
-	if (path == NULL)
+	char path[4096];
+	if (find(arg, space, path, sizeof(path)) != 0)
 		return -1;
 	int fd = open(path, O_WRONLY);
 	if (fd < 0)

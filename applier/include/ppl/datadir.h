@@ -1,0 +1,24 @@
+/* Which file of a MariaDB datadir holds a space id, found the way InnoDB
+ * names them (ibdata*, undo*, db/table.ibd) and confirmed from each file's
+ * page 0; page reads and durable page writes by (space, page). Used where
+ * a page has to be fetched or put back by id: the doublewrite restore, the
+ * elision decision's base page, materialization. Thread-safe; a space not
+ * found makes it look again once (a table created since). */
+#ifndef PPL_DATADIR_H
+#define PPL_DATADIR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct ppl_datadir;
+
+/* NULL with a message in err if dir cannot be read. */
+struct ppl_datadir *ppl_datadir_open(const char *dir, char *err, size_t errlen);
+void ppl_datadir_close(struct ppl_datadir *d);
+size_t ppl_datadir_spaces(struct ppl_datadir *d);
+/* Shaped as ppl_pool_page_read_fn / _write_fn; arg is the datadir. A page
+ * past the end of its file reads as zeros. write: 0 once durable. */
+int ppl_datadir_read_page(void *arg, uint32_t space, uint32_t page_no, uint8_t *buf, size_t size);
+int ppl_datadir_write_page(void *arg, uint32_t space, uint32_t page_no, const uint8_t *buf, size_t size);
+
+#endif
