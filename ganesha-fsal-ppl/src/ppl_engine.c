@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ppl/datadir.h"
 #include "ppl/node.h"
 #include "ppl/page.h"
 #include "ppl/redo.h"
@@ -35,6 +36,7 @@ struct ppl_engine {
 	bool stopped;                  /* the log could not be parsed: ingest off */
 	bool waiting_logged;
 	size_t page_size;
+	struct ppl_datadir *dd;        /* pages by space id, for reads that cover part of a page */
 	struct ppl_node *retired[16];  /* replaced nodes, freed at the end: readers may hold them */
 	unsigned nretired;
 
@@ -79,6 +81,7 @@ void ppl_engine_free(struct ppl_engine *e)
 		return;
 	ppl_node_free(e->node);
 	ppl_node_free(e->building);
+	ppl_datadir_close(e->dd);
 	for (unsigned i = 0; i < e->nretired; i++)
 		ppl_node_free(e->retired[i]);
 	pthread_mutex_destroy(&e->log_lock);
@@ -206,6 +209,10 @@ static int make_node(struct ppl_engine *e)
 		return -1;
 	e->page_size = ps;
 	e->building = n;
+	if (e->dd == NULL) {
+		char err[256];
+		e->dd = ppl_datadir_open(e->datadir, err, sizeof(err));
+	}
 	return 0;
 }
 
@@ -427,6 +434,36 @@ int ppl_engine_read(struct ppl_engine *e, uint64_t fileid, uint64_t off, struct 
 			iov_copy(iov, iovcnt, p - off, frame, ps, false);
 			__atomic_add_fetch(&e->pages_rebuilt, 1, __ATOMIC_RELAXED);
 		}
+	}
+	/* A read that covers only part of a page (never InnoDB's own, which
+	 * reads whole pages) must not return stale bytes of a page with
+	 * pending records either: rebuild the whole page from its file and
+	 * copy the part. */
+	uint64_t first = off / ps, last = (off + len - 1) / ps;
+	for (uint64_t pg = first; rc == 0 && len && pg <= last; pg++) {
+		uint64_t ps0 = pg * ps;
+		if (ps0 >= off && ps0 + ps <= off + len)
+			continue; /* whole: done above */
+		uint32_t space;
+		struct ppl_node_page_info info;
+		if (!map_get(e, fileid, &space) || !ppl_node_page_info(n, space, (uint32_t)pg, &info))
+			continue;
+		if (frame == NULL && (frame = aligned_alloc(4096, ps)) == NULL)
+			return ENOMEM;
+		bool changed = false;
+		struct ppl_apply_error err;
+		if (e->dd == NULL || ppl_datadir_read_page(e->dd, space, (uint32_t)pg, frame, ps) != 0 ||
+		    ppl_node_rebuild(n, space, (uint32_t)pg, frame, UINT64_MAX, &changed, &err) != PPL_APPLY_OK) {
+			__atomic_add_fetch(&e->rebuild_failures, 1, __ATOMIC_RELAXED);
+			LogCrit(COMPONENT_FSAL, "PPL: %s: a READ of part of page %" PRIu32 ":%" PRIu64 " cannot be "
+				"served rebuilt; it fails rather than return stale bytes", e->datadir, space, pg);
+			rc = EIO;
+			break;
+		}
+		uint64_t from = off > ps0 ? off : ps0, to = off + len < ps0 + ps ? off + len : ps0 + ps;
+		iov_copy(iov, iovcnt, from - off, frame + (from - ps0), to - from, false);
+		if (changed)
+			__atomic_add_fetch(&e->pages_rebuilt, 1, __ATOMIC_RELAXED);
 	}
 	free(frame);
 	return rc;

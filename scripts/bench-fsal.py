@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Benchmark: FSAL_PPL's redo ingest and rebuilt-page reads, against the
+same NFS traffic on a plain FSAL_VFS export, in one run.
+
+A backup of a private MariaDB is taken while sysbench oltp_write_only runs
+(tests/fsal/test_fsal_oracle.py's recipe), so its data files are older than
+its log. Each export (PPL over VFS, then VFS alone) gets the backup's data
+files; the log is written over NFS (libnfs) in WRITE_KIB writes followed
+by one COMMIT, and timed: on PPL every write is parsed before it is
+acknowledged. Then every page of every data file is read with one 16 KiB
+READ each, timed one by one; on PPL the pages the log changed (those that
+differ between the backup and `mariadb-backup --prepare`) come back
+rebuilt. Prints a Markdown table. Not a test.
+
+usage: scripts/bench-fsal.py [--tables N] [--table-size N] [--seconds S] [--write-kib N]
+"""
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "fsal"))
+
+from lib import paths  # noqa: E402
+from lib.ganesha import Ganesha  # noqa: E402
+from lib.oracle import data_files, page_size_of  # noqa: E402
+from _libnfs import Client  # noqa: E402
+from test_fsal_oracle import make_backup  # noqa: E402
+import subprocess  # noqa: E402
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * p / 100))]
+
+
+def run(base, backup, log, fsal, plugins, write_kib, changed):
+    export = os.path.join(base, "export")
+    shutil.copytree(backup, export, ignore=shutil.ignore_patterns("ib_logfile0"))
+    with Ganesha(os.path.join(base, "ganesha"), export, fsal=fsal, plugins_dir=plugins).start() as g:
+        with Client(g.url("")) as c:
+            fh = c.open("ib_logfile0", os.O_RDWR | os.O_CREAT)
+            c.ftruncate(fh, len(log))
+            chunk = write_kib << 10
+            t = time.perf_counter()
+            for off in range(0, len(log), chunk):
+                c.pwrite(fh, log[off:off + chunk], off)
+            c.fsync(fh)
+            ingest_s = time.perf_counter() - t
+            c.close_file(fh)
+            lat_changed, lat_other = [], []
+            for rel, path in data_files(export).items():
+                ps = page_size_of(path)
+                size = os.path.getsize(path)
+                fh = c.open(rel, os.O_RDONLY)
+                for off in range(0, size, ps):
+                    t = time.perf_counter()
+                    c.pread(fh, ps, off)
+                    dt = time.perf_counter() - t
+                    (lat_changed if (rel, off // ps) in changed else lat_other).append(dt * 1e6)
+                c.close_file(fh)
+    text = g.log_text()
+    engine = [line for line in text.splitlines() if "| engine:" in line]
+    return ingest_s, lat_changed, lat_other, engine[-1].split("| ", 1)[1] if engine else ""
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tables", type=int, default=4)
+    ap.add_argument("--table-size", type=int, default=20000)
+    ap.add_argument("--seconds", type=int, default=30)
+    ap.add_argument("--write-kib", type=int, default=64)
+    a = ap.parse_args()
+    base = tempfile.mkdtemp(prefix="ppl-bench-fsal-")
+    backup = make_backup(base, a.tables, a.table_size, a.seconds)
+    prepared = os.path.join(base, "prepared")
+    shutil.copytree(backup, prepared)
+    r = subprocess.run(["mariadb-backup", f"--defaults-file={prepared}/backup-my.cnf", "--prepare",
+                        f"--target-dir={prepared}"], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit("prepare failed:\n" + r.stdout[-2000:] + r.stderr[-2000:])
+    changed = set()
+    bfiles, pfiles = data_files(backup), data_files(prepared)
+    for rel, path in bfiles.items():
+        ps = page_size_of(path)
+        with open(path, "rb") as fb, open(pfiles[rel], "rb") as fp:
+            n = 0
+            while True:
+                x, y = fb.read(ps), fp.read(ps)
+                if not x:
+                    break
+                if x != y:
+                    changed.add((rel, n))
+                n += 1
+    with open(os.path.join(backup, "ib_logfile0"), "rb") as f:
+        log = f.read()
+    plugins = os.path.join(paths.build_dir(), "ganesha-fsal-ppl", "plugins")
+    os.makedirs(os.path.join(base, "ppl", "pmem"))
+    os.makedirs(os.path.join(base, "vfs"))
+    ppl = run(os.path.join(base, "ppl"), backup, log,
+              f'FSAL {{ Name = PPL; Pool_Path = "{base}/ppl/pmem/ppl.pool"; Stats_Interval = 0; '
+              f'FSAL {{ Name = VFS; }} }}', plugins, a.write_kib, changed)
+    vfs = run(os.path.join(base, "vfs"), backup, log, "FSAL { Name = VFS; }", plugins, a.write_kib, changed)
+    mb = len(log) / 1e6
+    print(f"log {mb:.1f} MB written in {a.write_kib} KiB WRITEs; {len(changed)} pages changed by the log; "
+          f"backup under sysbench oltp_write_only {a.tables}x{a.table_size} for {a.seconds} s\n")
+    print("| | FSAL_PPL over VFS | FSAL_VFS |")
+    print("|---|---:|---:|")
+    print(f"| log ingest (write + COMMIT) | {mb / ppl[0]:.1f} MB/s ({ppl[0]:.2f} s) | {mb / vfs[0]:.1f} MB/s "
+          f"({vfs[0]:.2f} s) |")
+    for label, i in (("pages the log changed", 1), ("other pages", 2)):
+        p, v = ppl[i], vfs[i]
+        print(f"| 16 KiB READ, {label} ({len(p)}): p50 / p99 | {statistics.median(p):.0f} / {pct(p, 99):.0f} µs "
+              f"| {statistics.median(v):.0f} / {pct(v, 99):.0f} µs |")
+    print(f"\nPPL {ppl[3]}")
+    shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
