@@ -133,11 +133,6 @@ static int find(struct ppl_datadir *d, uint32_t space, char *out, size_t outlen)
 	return -1;
 }
 
-int ppl_datadir_path(struct ppl_datadir *d, uint32_t space, char *out, size_t outlen)
-{
-	return find(d, space, out, outlen);
-}
-
 int ppl_datadir_read_page(void *arg, uint32_t space, uint32_t page_no, uint8_t *buf, size_t size)
 {
 	char path[4096];

@@ -11,20 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ppl/datadir.h"
-#include "ppl/elision_server.h"
 #include "ppl/node.h"
-#include "ppl/pool.h"
 #include "ppl/page.h"
 #include "ppl/redo.h"
-#include "ppl_config.h"
 #include "ppl_engine.h"
 
 #define SPACE_MAP_SIZE 4096u /* open addressing, fileid -> space id */
-#define STRIPES 1024u
 
 struct space_slot {
 	uint64_t fileid;       /* 0: empty */
@@ -48,29 +43,8 @@ struct ppl_engine {
 	pthread_mutex_t map_lock;
 	struct space_slot map[SPACE_MAP_SIZE];
 
-	/* Elision (when configured): the pool's doublewrite slots, the
-	 * service, and the page-write stripes that keep materialization and
-	 * MariaDB's own writes of a page apart. */
-	struct ppl_pool *pool;
-	struct ppl_elision_server *elision;
-	pthread_mutex_t stripe_lock;
-	pthread_cond_t stripe_cond;
-	uint16_t inflight[STRIPES];    /* page writes between begin and end */
-	uint8_t busy[STRIPES];         /* materialization in progress */
-	pthread_mutex_t gate_lock;     /* one checkpoint gate at a time */
-	uint64_t materialized, gate_waits, gate_ns;
-
 	uint64_t reads, pages_rebuilt, rebuild_failures, pages_written;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
-static int checkpoint_gate(struct ppl_engine *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len);
 
 static struct ppl_node *node_of(struct ppl_engine *e)
 {
@@ -98,9 +72,6 @@ struct ppl_engine *ppl_engine_new(const char *datadir)
 	}
 	pthread_mutex_init(&e->log_lock, NULL);
 	pthread_mutex_init(&e->map_lock, NULL);
-	pthread_mutex_init(&e->stripe_lock, NULL);
-	pthread_cond_init(&e->stripe_cond, NULL);
-	pthread_mutex_init(&e->gate_lock, NULL);
 	return e;
 }
 
@@ -108,13 +79,6 @@ void ppl_engine_free(struct ppl_engine *e)
 {
 	if (e == NULL)
 		return;
-	/* the service first: its threads call into the node */
-	if (e->elision)
-		ppl_elision_server_stop(e->elision);
-	ppl_pool_close(e->pool);
-	pthread_mutex_destroy(&e->stripe_lock);
-	pthread_cond_destroy(&e->stripe_cond);
-	pthread_mutex_destroy(&e->gate_lock);
 	ppl_node_free(e->node);
 	ppl_node_free(e->building);
 	ppl_datadir_close(e->dd);
@@ -526,260 +490,7 @@ void ppl_engine_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, const
 	free(frame);
 }
 
-
-/* ---- elision, materialization, the checkpoint gate ----------------------------- */
-
-static unsigned stripe_of(uint64_t fileid, uint64_t page_no)
-{
-	uint64_t k = fileid * 0x9e3779b97f4a7c15ull ^ page_no * 0xbf58476d1ce4e5b9ull;
-	return (unsigned)((k ^ (k >> 29)) % STRIPES);
-}
-
-int ppl_engine_write_begin(struct ppl_engine *e, bool is_log, uint64_t fileid, uint64_t off, const struct iovec *iov,
-			   int iovcnt, size_t len)
-{
-	if (e->pool == NULL)
-		return 0;
-	if (is_log)
-		return checkpoint_gate(e, off, iov, iovcnt, len);
-	if (e->page_size == 0 || len == 0)
-		return 0;
-	pthread_mutex_lock(&e->stripe_lock);
-	for (uint64_t pg = off / e->page_size; pg <= (off + len - 1) / e->page_size; pg++) {
-		unsigned s = stripe_of(fileid, pg);
-		while (e->busy[s])
-			pthread_cond_wait(&e->stripe_cond, &e->stripe_lock);
-		e->inflight[s]++;
-	}
-	pthread_mutex_unlock(&e->stripe_lock);
-	return 0;
-}
-
-void ppl_engine_write_end(struct ppl_engine *e, bool is_log, uint64_t fileid, uint64_t off, size_t len)
-{
-	if (e->pool == NULL || is_log || e->page_size == 0 || len == 0)
-		return;
-	pthread_mutex_lock(&e->stripe_lock);
-	for (uint64_t pg = off / e->page_size; pg <= (off + len - 1) / e->page_size; pg++)
-		e->inflight[stripe_of(fileid, pg)]--;
-	pthread_cond_broadcast(&e->stripe_cond);
-	pthread_mutex_unlock(&e->stripe_lock);
-}
-
-/* Writes the page as the index has it, through a doublewrite slot, unless
- * the data file already holds it; then it is the page's base. Runs with
- * the page's stripe held, so no write of MariaDB's to it is in flight. */
-static int materialize(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint32_t page_no)
-{
-	char path[4096];
-	struct stat st;
-	if (ppl_datadir_path(e->dd, space, path, sizeof(path)) != 0 || stat(path, &st) != 0) {
-		/* the file is gone (DROP TABLE): nothing to keep */
-		ppl_node_drop_space(n, space);
-		return 0;
-	}
-	size_t ps = e->page_size;
-	unsigned s = stripe_of((uint64_t)st.st_ino, page_no);
-	pthread_mutex_lock(&e->stripe_lock);
-	while (e->busy[s] || e->inflight[s])
-		pthread_cond_wait(&e->stripe_cond, &e->stripe_lock);
-	e->busy[s] = 1;
-	pthread_mutex_unlock(&e->stripe_lock);
-
-	int rc = -1;
-	uint8_t *frame = aligned_alloc(4096, ps);
-	bool changed = false;
-	struct ppl_apply_error aerr;
-	char err[256];
-	if (frame == NULL || ppl_datadir_read_page(e->dd, space, page_no, frame, ps) != 0) {
-		LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be read to materialize it",
-			e->datadir, space, page_no);
-	} else if (ppl_node_rebuild(n, space, page_no, frame, UINT64_MAX, &changed, &aerr) != PPL_APPLY_OK) {
-		LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be rebuilt to materialize it "
-			"(%s)", e->datadir, space, page_no, aerr.msg);
-	} else if (!changed) {
-		ppl_node_page_written(n, frame); /* the file already holds it */
-		rc = 0;
-	} else {
-		int slot = ppl_pool_dw_stage(e->pool, space, page_no, frame, ps, err, sizeof(err));
-		if (slot < 0) {
-			LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 ": %s", e->datadir, space, page_no,
-				err);
-		} else if (ppl_datadir_write_page(e->dd, space, page_no, frame, ps) != 0) {
-			LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 " could not be written to %s: %s; "
-				"its doublewrite slot is kept", e->datadir, space, page_no, path, strerror(errno));
-		} else {
-			ppl_pool_dw_release(e->pool, slot);
-			ppl_node_page_written(n, frame);
-			__atomic_add_fetch(&e->materialized, 1, __ATOMIC_RELAXED);
-			rc = 0;
-		}
-	}
-	free(frame);
-	pthread_mutex_lock(&e->stripe_lock);
-	e->busy[s] = 0;
-	pthread_cond_broadcast(&e->stripe_cond);
-	pthread_mutex_unlock(&e->stripe_lock);
-	return rc;
-}
-
-struct due {
-	uint64_t upto;
-	size_t n, cap;
-	uint64_t *keys;
-};
-
-static void collect_due(void *arg, uint32_t space, uint32_t page_no, const struct ppl_node_page_info *i)
-{
-	struct due *d = arg;
-	if (!i->known || i->first_lsn >= d->upto)
-		return;
-	if (d->n == d->cap) {
-		size_t cap = d->cap ? 2 * d->cap : 256;
-		uint64_t *k = realloc(d->keys, cap * sizeof(*k));
-		if (k == NULL)
-			return;
-		d->keys = k;
-		d->cap = cap;
-	}
-	d->keys[d->n++] = (uint64_t)space << 32 | page_no;
-}
-
-/* MariaDB is about to write a checkpoint: from then on, a restart reads
- * the log only from that LSN. Every page still holding records below it
- * (pages whose writes were elided) is materialized first, or the write
- * fails (MariaDB retries it) rather than lose them (DESIGN I1, I3). */
-static int checkpoint_gate(struct ppl_engine *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len)
-{
-	uint64_t area = ppl_dialect_mariadb_10_8.area_start;
-	uint8_t blk[8];
-	uint64_t at;
-	if (off >= area || off + len <= 4096)
-		return 0;
-	at = off <= 4096 && off + len >= 4096 + 8 ? 4096 - off : off <= 8192 && off + len >= 8192 + 8 ? 8192 - off : UINT64_MAX;
-	if (at == UINT64_MAX)
-		return 0;
-	iov_copy((struct iovec *)iov, iovcnt, at, blk, 8, true);
-	uint64_t ckpt = ppl_rd8(blk);
-	struct ppl_node *n = node_of(e);
-	if (n == NULL || ckpt == 0)
-		return 0;
-	pthread_mutex_lock(&e->gate_lock);
-	uint64_t t0 = now_ns();
-	struct due d = { .upto = ckpt };
-	ppl_node_for_each_page(n, collect_due, &d);
-	int rc = 0;
-	for (size_t i = 0; i < d.n && rc == 0; i++)
-		if (materialize(e, n, (uint32_t)(d.keys[i] >> 32), (uint32_t)d.keys[i]) != 0)
-			rc = EIO;
-	free(d.keys);
-	if (d.n) {
-		e->gate_waits++;
-		e->gate_ns += now_ns() - t0;
-		LogDebug(COMPONENT_FSAL, "PPL: %s: checkpoint %" PRIu64 " waited for %zu page(s) to be materialized",
-			 e->datadir, ckpt, d.n);
-	}
-	pthread_mutex_unlock(&e->gate_lock);
-	if (rc)
-		LogCrit(COMPONENT_FSAL, "PPL: %s: the checkpoint write (LSN %" PRIu64 ") is refused: a page it needs "
-			"could not be materialized (see above); MariaDB retries it", e->datadir, ckpt);
-	return rc;
-}
-
-static int read_base(void *arg, uint32_t space, uint32_t page_no, uint8_t *frame)
-{
-	struct ppl_engine *e = arg;
-	return ppl_datadir_read_page(e->dd, space, page_no, frame, e->page_size);
-}
-
-/* The elision decision: yes only for the exact page (LSN and checksum) the
- * index can rebuild from the data file and the log. The log up to the
- * page's LSN is durable and parsed: InnoDB writes a page only after its
- * log is flushed, and log writes are parsed before they are acknowledged. */
-static unsigned decide(void *arg, const struct ppl_elision_page *pg)
-{
-	struct ppl_engine *e = arg;
-	struct ppl_node *n = node_of(e);
-	if (n == NULL || e->stopped || e->dd == NULL)
-		return PPL_ELIDE_NACK_NOT_DURABLE;
-	if (pg->page_size != e->page_size)
-		return PPL_ELIDE_NACK_PAGE_SIZE;
-	if (ppl_node_parsed_lsn(n) < pg->lsn)
-		return PPL_ELIDE_NACK_NOT_DURABLE;
-	return ppl_node_elide(n, pg->space, pg->page_no, pg->lsn, pg->checksum, read_base, e);
-}
-
-static void elision_log(void *arg, const char *msg)
-{
-	struct ppl_engine *e = arg;
-	LogWarn(COMPONENT_FSAL, "PPL: %s: elision service: %s", e->exportdir, msg);
-}
-
-static void pool_log(void *arg, const char *msg)
-{
-	struct ppl_engine *e = arg;
-	LogEvent(COMPONENT_FSAL, "PPL: %s: %s", e->exportdir, msg);
-}
-
-/* The directory under the export that holds ib_logfile0 (by name: at
- * start nothing has been written yet), or the export. */
-static void guess_datadir(const char *dir, int depth, char *out, size_t outlen)
-{
-	char p[4096];
-	struct stat st;
-	snprintf(p, sizeof(p), "%s/ib_logfile0", dir);
-	if (stat(p, &st) == 0) {
-		snprintf(out, outlen, "%s", dir);
-		return;
-	}
-	DIR *d = depth ? opendir(dir) : NULL;
-	struct dirent *de;
-	while (d && (de = readdir(d)) != NULL && out[0] == '\0') {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-		if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
-			guess_datadir(p, depth - 1, out, outlen);
-	}
-	if (d)
-		closedir(d);
-}
-
-int ppl_engine_start_elision(struct ppl_engine *e, const struct ppl_config *c, char *err, size_t errlen)
-{
-	char dir[4096] = "";
-	guess_datadir(e->exportdir, 3, dir, sizeof(dir));
-	if (dir[0]) {
-		free(e->datadir);
-		e->datadir = strdup(dir);
-	}
-	e->dd = ppl_datadir_open(e->datadir, err, errlen);
-	if (e->dd == NULL)
-		return -1;
-	struct ppl_pool_options o = { .identity = e->exportdir, .block_size = c->block_size,
-				      .max_per_page = c->max_per_page, .read_page = ppl_datadir_read_page,
-				      .write_page = ppl_datadir_write_page, .page_arg = e->dd, .log = pool_log,
-				      .log_arg = e };
-	struct ppl_pool_recovery rec;
-	char perr[512];
-	if (ppl_pool_open(c->pool_path, &o, &e->pool, &rec, perr, sizeof(perr)) != 0) {
-		snprintf(err, errlen, "%s (a pool is made with `ppl-inspect pool create %s --identity %s --size N`)",
-			 perr, c->pool_path, e->exportdir);
-		return -1;
-	}
-	LogEvent(COMPONENT_FSAL, "PPL: %s: pool %s opened in %.3f s: %" PRIu64 " doublewrite slot(s) pending, %"
-		 PRIu64 " page(s) restored, %" PRIu64 " current, %" PRIu64 " not checked", e->exportdir, c->pool_path,
-		 (double)rec.elapsed_ns / 1e9, rec.dw_pending, rec.dw_restored, rec.dw_current,
-		 rec.dw_unreadable + rec.dw_needs_restore);
-	struct ppl_elision_server_config sc = { .address = c->elision_address, .port = c->elision_port,
-						.token = c->elision_token, .allow = c->elision_clients,
-						.decide = decide, .decide_arg = e, .log = elision_log, .log_arg = e };
-	if (ppl_elision_server_start(&sc, &e->elision, err, errlen) != 0)
-		return -1;
-	return 0;
-}
-
-static int format_engine(struct ppl_engine *e, char *buf, size_t len)
+int ppl_engine_format(struct ppl_engine *e, char *buf, size_t len)
 {
 	struct ppl_node *n = node_of(e);
 	if (n == NULL)
@@ -797,36 +508,4 @@ static int format_engine(struct ppl_engine *e, char *buf, size_t len)
 			__atomic_load_n(&e->pages_rebuilt, __ATOMIC_RELAXED), s.rebuild_mtrs_applied,
 			__atomic_load_n(&e->rebuild_failures, __ATOMIC_RELAXED),
 			__atomic_load_n(&e->pages_written, __ATOMIC_RELAXED), e->stopped ? "; INGEST STOPPED" : "");
-}
-
-static int format_elision(struct ppl_engine *e, char *buf, size_t len)
-{
-	if (e->elision == NULL)
-		return snprintf(buf, len, "; elision off");
-	struct ppl_elision_server_stats s;
-	ppl_elision_server_get_stats(e->elision, &s);
-	uint64_t nacks = 0;
-	for (int i = 1; i < PPL_ELIDE_REASON_COUNT; i++)
-		nacks += s.verdicts[i];
-	return snprintf(buf, len,
-			"; elision: %" PRIu64 " asked, %" PRIu64 " acked, %" PRIu64 " refused (lsn behind %" PRIu64
-			", lsn ahead %" PRIu64 ", checksum %" PRIu64 ", not durable %" PRIu64 ", unknown page %" PRIu64
-			", other %" PRIu64 "), clients refused %" PRIu64 "; materialized %" PRIu64
-			" page(s), checkpoints held %" PRIu64 " (%.3f s)",
-			s.requests, s.verdicts[0], nacks, s.verdicts[PPL_ELIDE_NACK_LSN_BEHIND],
-			s.verdicts[PPL_ELIDE_NACK_LSN_AHEAD], s.verdicts[PPL_ELIDE_NACK_CHECKSUM],
-			s.verdicts[PPL_ELIDE_NACK_NOT_DURABLE], s.verdicts[PPL_ELIDE_NACK_UNKNOWN_PAGE],
-			nacks - s.verdicts[PPL_ELIDE_NACK_LSN_BEHIND] - s.verdicts[PPL_ELIDE_NACK_LSN_AHEAD] -
-				s.verdicts[PPL_ELIDE_NACK_CHECKSUM] - s.verdicts[PPL_ELIDE_NACK_NOT_DURABLE] -
-				s.verdicts[PPL_ELIDE_NACK_UNKNOWN_PAGE],
-			s.refused_address + s.refused_hello, __atomic_load_n(&e->materialized, __ATOMIC_RELAXED),
-			e->gate_waits, (double)e->gate_ns / 1e9);
-}
-
-int ppl_engine_format(struct ppl_engine *e, char *buf, size_t len)
-{
-	int k = format_engine(e, buf, len);
-	if (k < 0 || (size_t)k >= len)
-		return k;
-	return k + format_elision(e, buf + k, len - (size_t)k);
 }

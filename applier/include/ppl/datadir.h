@@ -16,8 +16,6 @@ struct ppl_datadir;
 struct ppl_datadir *ppl_datadir_open(const char *dir, char *err, size_t errlen);
 void ppl_datadir_close(struct ppl_datadir *d);
 size_t ppl_datadir_spaces(struct ppl_datadir *d);
-/* The path of the space's file into out: 0, or -1 if there is none. */
-int ppl_datadir_path(struct ppl_datadir *d, uint32_t space, char *out, size_t outlen);
 /* Shaped as ppl_pool_page_read_fn / _write_fn; arg is the datadir. A page
  * past the end of its file reads as zeros. write: 0 once durable. */
 int ppl_datadir_read_page(void *arg, uint32_t space, uint32_t page_no, uint8_t *buf, size_t size);
