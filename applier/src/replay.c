@@ -348,6 +348,39 @@ out:
 
 /* ---- phase 2: apply ---------------------------------------------------- */
 
+/* The log creates a file whose name is taken: the copy the backup made
+ * of this very space before its page 0 was written (page 0 blank or of
+ * this space), or the file of a space the log has dropped by now (a table
+ * dropped and created again under its name). Either is this space's file
+ * from here on; a dropped space's file starts empty, as recovery creates
+ * it. Anything else is a conflict the caller reports. */
+static int reuse_existing(struct ctx *c, struct space *s)
+{
+	uint8_t hdr[PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS + 4];
+	int fd = open(s->path, O_RDWR);
+	if (fd < 0)
+		return -1;
+	ssize_t got = pread(fd, hdr, sizeof(hdr), 0);
+	uint32_t owner = got == (ssize_t)sizeof(hdr) ? ppl_rd4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_ID) : 0;
+	bool blank = got < (ssize_t)sizeof(hdr) ||
+		     (ppl_page_lsn(hdr) == 0 && ppl_rd4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS) == 0);
+	struct space *other = blank || owner == s->id ? NULL : space_find(c, owner);
+	if (!blank && owner != s->id && !(other && other->deleted)) {
+		close(fd);
+		errno = EEXIST;
+		return -1;
+	}
+	if (other && ftruncate(fd, 0) != 0) {
+		close(fd);
+		return -1;
+	}
+	s->fd = fd;
+	s->page_size = c->page_size;
+	note(c, "space %u: %s exists (%s); used as this space's file", s->id, s->path,
+	     blank ? "page 0 not written yet" : other ? "its space was dropped by the log" : "already this space");
+	return 0;
+}
+
 static int space_open(struct ctx *c, struct space *s)
 {
 	if (s->fd >= 0)
@@ -388,6 +421,8 @@ static int space_open(struct ctx *c, struct space *s)
 			return fail(c, "out of memory");
 		if (!c->o->dry_run) {
 			s->fd = open(s->path, O_RDWR | O_CREAT | O_EXCL, 0660);
+			if (s->fd < 0 && errno == EEXIST && reuse_existing(c, s) == 0)
+				return 0;
 			if (s->fd < 0)
 				return fail(c, "cannot create %s for space %u: %s", s->path, s->id, strerror(errno));
 		}
