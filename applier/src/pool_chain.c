@@ -279,9 +279,9 @@ static void retire_cb(struct rcu_head *h)
 	pool_page_free(p, e);
 }
 
-/* The entry left the index (or was replaced): its blocks and DRAM records
- * go back once no reader can still be looking at them. */
-static void retire(struct ppl_pool *p, struct pool_page *e)
+/* Takes the entry out of the pool's counters; retire_cb() then gives its
+ * blocks and DRAM records back. */
+static void uncount(struct ppl_pool *p, struct pool_page *e)
 {
 	if (e->spill)
 		SUB(p, n_spilled, 1);
@@ -291,6 +291,13 @@ static void retire(struct ppl_pool *p, struct pool_page *e)
 	SUB(p, n_dram_bytes, e->dram_bytes);
 	__atomic_add_fetch(&p->n_retiring, e->nblocks, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&p->n_retire_cbs, 1, __ATOMIC_RELAXED);
+}
+
+/* The entry left the index (or was replaced): its blocks and DRAM records
+ * go back once no reader can still be looking at them. */
+static void retire(struct ppl_pool *p, struct pool_page *e)
+{
+	uncount(p, e);
 	call_rcu(&e->rcu, retire_cb);
 }
 
@@ -656,14 +663,10 @@ static enum ppl_pool_status replace_chain(struct ppl_pool *p, struct pool_page *
 		uint64_t start;
 		memcpy(&start, recs->buf + off, 8);
 		if (dram_append(p, e, recs->buf + off, rec_size(recs->buf + off), start, reason) != 0) {
-			/* Nothing was swapped yet: the old entry stays whole. */
+			/* Nothing was swapped yet: the old entry stays whole,
+			 * and no reader ever saw this one. */
 			free_head(p, e->head);
-			if (e->spill)
-				SUB(p, n_spilled, 1);
-			SUB(p, n_dram_records, e->dram_records);
-			SUB(p, n_dram_bytes, e->dram_bytes);
-			__atomic_add_fetch(&p->n_retiring, e->nblocks, __ATOMIC_RELAXED);
-			__atomic_add_fetch(&p->n_retire_cbs, 1, __ATOMIC_RELAXED);
+			uncount(p, e);
 			retire_cb(&e->rcu);
 			return PPL_POOL_ERROR;
 		}

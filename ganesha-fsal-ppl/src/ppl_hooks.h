@@ -3,10 +3,10 @@
  * The FSAL classifies every file by name (ppl_classify) and calls one of
  * these hooks at the exact point where the engine has to act; nothing here
  * knows Ganesha's types, so the engine side can be written and tested
- * without it. Today each hook does what is real without the engine: it
- * counts the operation per file class, logs it at debug level and hands
- * it to the engine (ppl_engine.h): redo writes are ingested before the
- * WRITE is acknowledged, page reads are rebuilt, page writes become bases.
+ * without it. Each hook counts the operation per file class, logs it at
+ * debug level and hands it to the engine (ppl_engine.h): redo writes are
+ * ingested before the WRITE is acknowledged, page reads are rebuilt, page
+ * writes become bases.
  *
  * Ordering guarantees given by the call sites:
  * - ppl_hook_write: called after the sub-FSAL wrote the bytes (written
