@@ -28,10 +28,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "fsal"))
 
 from lib import paths  # noqa: E402
 from lib.ganesha import Ganesha  # noqa: E402
-from lib.oracle import data_files, page_size_of  # noqa: E402
+from lib.oracle import data_files, page_size_of, prepare  # noqa: E402
 from _libnfs import Client  # noqa: E402
 from test_fsal_oracle import make_backup  # noqa: E402
-import subprocess  # noqa: E402
 
 
 def pct(xs, p):
@@ -80,10 +79,7 @@ def main():
     backup = make_backup(base, a.tables, a.table_size, a.seconds)
     prepared = os.path.join(base, "prepared")
     shutil.copytree(backup, prepared)
-    r = subprocess.run(["mariadb-backup", f"--defaults-file={prepared}/backup-my.cnf", "--prepare",
-                        f"--target-dir={prepared}"], capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit("prepare failed:\n" + r.stdout[-2000:] + r.stderr[-2000:])
+    prepare(prepared)
     changed = set()
     bfiles, pfiles = data_files(backup), data_files(prepared)
     for rel, path in bfiles.items():

@@ -19,7 +19,7 @@ import pytest
 from lib import paths
 from lib.ganesha import Ganesha
 from lib.mariadb import MariaDB
-from lib.oracle import compare_dirs, data_files, page_size_of
+from lib.oracle import compare_dirs, data_files, page_size_of, prepare, take_backup
 
 from _libnfs import Client
 
@@ -41,10 +41,7 @@ def make_backup(base, tables=2, table_size=5000, seconds=12):
              "--mysql-user=root", "--mysql-db=sbtest", f"--tables={tables}", f"--table-size={table_size}",
              "--threads=2", f"--time={seconds}", "--rand-seed=3", "run"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         backup = os.path.join(base, "backup")
-        r = subprocess.run(["mariadb-backup", "--no-defaults", "--backup", f"--target-dir={backup}",
-                            f"--socket={db.socket}", "--user=root", f"--datadir={db.datadir}", "--throttle=4"],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        assert r.returncode == 0, r.stdout[-3000:]
+        take_backup(db, backup, throttle=4)
         _out, err = load.communicate(timeout=seconds + 120)
         assert load.returncode == 0, err[-2000:]
     finally:
@@ -95,9 +92,7 @@ def serve(tmp_path, backup, log, partial=()):
 def test_pages_read_over_nfs_equal_prepare(tmp_path, backup):
     prepared = str(tmp_path / "prepared")
     shutil.copytree(backup, prepared)
-    r = subprocess.run(["mariadb-backup", f"--defaults-file={prepared}/backup-my.cnf", "--prepare",
-                        f"--target-dir={prepared}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert r.returncode == 0, r.stdout[-3000:]
+    prepare(prepared)
 
     with open(os.path.join(backup, "ib_logfile0"), "rb") as f:
         log = f.read()

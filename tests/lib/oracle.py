@@ -135,6 +135,40 @@ class DDLLoad(threading.Thread):
             self.error = e
 
 
+# mariadb-backup 10.11 lists the tablespaces by reading the directory and
+# then opens each file; a table the DDL load drops in between fails the whole
+# backup ("Failed to validate first page of the file ..."). That is a race
+# inside the backup tool, not a result: such a backup is retried from scratch.
+_LISTING_RACE = "Failed to validate first page of the file"
+_BACKUP_ATTEMPTS = 4
+
+
+def take_backup(db, target, throttle):
+    """mariadb-backup --backup of a running server into target; a slow copy
+    (--throttle, I/O operations per second) lets more log be written while
+    it runs."""
+    for attempt in range(1, _BACKUP_ATTEMPTS + 1):
+        r = subprocess.run(["mariadb-backup", "--no-defaults", "--backup", f"--target-dir={target}",
+                            f"--socket={db.socket}", "--user=root", f"--datadir={db.datadir}",
+                            f"--throttle={throttle}"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if r.returncode == 0:
+            return
+        if _LISTING_RACE not in r.stdout or attempt == _BACKUP_ATTEMPTS:
+            raise RuntimeError(f"mariadb-backup --backup failed (attempt {attempt}):\n" + r.stdout[-3000:])
+        shutil.rmtree(target, ignore_errors=True)
+
+
+def prepare(target):
+    """mariadb-backup --prepare of a copy of a backup, in place: the oracle.
+    backup-my.cnf carries the page size and undo settings the backup needs."""
+    r = subprocess.run(["mariadb-backup", f"--defaults-file={target}/backup-my.cnf", "--prepare",
+                        f"--target-dir={target}"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("mariadb-backup --prepare failed:\n" + r.stdout[-3000:])
+
+
 def run_oracle(base, page_size=16384, undo_tablespaces=0, load_seconds=30, tables=4, table_size=10000,
                throttle=4):
     """Runs workload + backup, prepares one copy, replays the other; returns a dict of results."""
@@ -165,13 +199,7 @@ def run_oracle(base, page_size=16384, undo_tablespaces=0, load_seconds=30, table
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
         time.sleep(min(5, load_seconds / 4))
         backup = os.path.join(base, "backup")
-        r = subprocess.run(["mariadb-backup", "--no-defaults", "--backup", f"--target-dir={backup}",
-                            f"--socket={db.socket}", "--user=root", f"--datadir={db.datadir}",
-                            # a slow copy: more log is written while it runs
-                            f"--throttle={throttle}"],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        if r.returncode != 0:
-            raise RuntimeError("mariadb-backup --backup failed:\n" + r.stdout[-3000:])
+        take_backup(db, backup, throttle)
         for p in sb_cmds:
             _out, err = p.communicate(timeout=load_seconds + 120)
             if p.returncode != 0:
@@ -187,13 +215,8 @@ def run_oracle(base, page_size=16384, undo_tablespaces=0, load_seconds=30, table
     shutil.copytree(backup, prepared)
     shutil.copytree(backup, replayed)
     t = time.time()
-    # backup-my.cnf carries the page size and undo settings the backup needs.
-    r = subprocess.run(["mariadb-backup", f"--defaults-file={prepared}/backup-my.cnf", "--prepare",
-                        f"--target-dir={prepared}"],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    prepare(prepared)
     prepare_s = time.time() - t
-    if r.returncode != 0:
-        raise RuntimeError("mariadb-backup --prepare failed:\n" + r.stdout[-3000:])
     t = time.time()
     # --elide-against: before rebuilding each page, the storage engine is
     # asked whether it can reproduce the prepared page (its LSN and
