@@ -16,15 +16,31 @@
 
 struct space_file {
 	uint32_t space;
+	uint64_t ino;
 	char path[4096];
 };
 
 struct ppl_datadir {
 	char *dir;
 	pthread_rwlock_t lock;
-	struct space_file *f;
+	struct space_file *f;    /* found by scanning (page 0 says the space) */
 	size_t n, cap;
+	struct space_file *notes; /* told by the log (FILE_CREATE, FILE_RENAME) */
+	size_t nnotes, capnotes;
 };
+
+static struct space_file *grow(struct space_file **a, size_t *n, size_t *cap)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? 2 * *cap : 64;
+		struct space_file *f = realloc(*a, c * sizeof(*f));
+		if (f == NULL)
+			return NULL;
+		*a = f;
+		*cap = c;
+	}
+	return &(*a)[(*n)++];
+}
 
 static void add_file(struct ppl_datadir *d, const char *path)
 {
@@ -32,21 +48,22 @@ static void add_file(struct ppl_datadir *d, const char *path)
 	int fd = open(path, O_RDONLY);
 	if (fd < 0)
 		return;
+	struct stat st;
 	ssize_t got = pread(fd, hdr, sizeof(hdr), 0);
+	int sr = fstat(fd, &st);
 	close(fd);
-	if (got != (ssize_t)sizeof(hdr))
+	if (got != (ssize_t)sizeof(hdr) || sr != 0)
 		return;
-	if (d->n == d->cap) {
-		size_t cap = d->cap ? 2 * d->cap : 64;
-		struct space_file *f = realloc(d->f, cap * sizeof(*f));
-		if (f == NULL)
-			return;
-		d->f = f;
-		d->cap = cap;
-	}
-	d->f[d->n].space = ppl_rd4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_ID);
-	snprintf(d->f[d->n].path, sizeof(d->f[d->n].path), "%s", path);
-	d->n++;
+	struct space_file *e = grow(&d->f, &d->n, &d->cap);
+	if (e == NULL)
+		return;
+	/* A page 0 never written (a table whose first writes were elided)
+	 * says nothing: the space is bound later (ppl_datadir_bind, or a
+	 * FILE_CREATE note). */
+	bool blank = ppl_page_lsn(hdr) == 0 && ppl_rd4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS) == 0;
+	e->space = blank ? UINT32_MAX : ppl_rd4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_ID);
+	e->ino = (uint64_t)st.st_ino;
+	snprintf(e->path, sizeof(e->path), "%s", path);
 }
 
 static void scan_dir(struct ppl_datadir *d, const char *dir, int depth)
@@ -97,6 +114,7 @@ void ppl_datadir_close(struct ppl_datadir *d)
 	if (d) {
 		pthread_rwlock_destroy(&d->lock);
 		free(d->f);
+		free(d->notes);
 		free(d->dir);
 		free(d);
 	}
@@ -122,6 +140,12 @@ static int find(struct ppl_datadir *d, uint32_t space, char *out, size_t outlen)
 				pthread_rwlock_unlock(&d->lock);
 				return 0;
 			}
+		for (size_t i = d->nnotes; i-- > 0;) /* the latest note wins */
+			if (d->notes[i].space == space) {
+				snprintf(out, outlen, "%s", d->notes[i].path);
+				pthread_rwlock_unlock(&d->lock);
+				return 0;
+			}
 		pthread_rwlock_unlock(&d->lock);
 		if (attempt == 0) {
 			pthread_rwlock_wrlock(&d->lock);
@@ -131,6 +155,80 @@ static int find(struct ppl_datadir *d, uint32_t space, char *out, size_t outlen)
 		}
 	}
 	return -1;
+}
+
+int ppl_datadir_set_root(struct ppl_datadir *d, const char *dir)
+{
+	char *copy = strdup(dir);
+	if (copy == NULL)
+		return -1;
+	pthread_rwlock_wrlock(&d->lock);
+	free(d->dir);
+	d->dir = copy;
+	d->n = 0;
+	scan_dir(d, d->dir, 0);
+	pthread_rwlock_unlock(&d->lock);
+	return 0;
+}
+
+void ppl_datadir_bind(struct ppl_datadir *d, uint64_t ino, uint32_t space)
+{
+	for (int attempt = 0; attempt < 2; attempt++) {
+		pthread_rwlock_wrlock(&d->lock);
+		for (size_t i = 0; i < d->n; i++)
+			if (d->f[i].ino == ino) {
+				d->f[i].space = space;
+				/* remembered as a note too: a rescan forgets bindings */
+				struct space_file *nt = grow(&d->notes, &d->nnotes, &d->capnotes);
+				if (nt)
+					*nt = d->f[i];
+				pthread_rwlock_unlock(&d->lock);
+				return;
+			}
+		if (attempt == 0) { /* a file created since the last look */
+			d->n = 0;
+			scan_dir(d, d->dir, 0);
+		}
+		pthread_rwlock_unlock(&d->lock);
+	}
+}
+
+void ppl_datadir_note(struct ppl_datadir *d, uint32_t space, const char *relpath)
+{
+	pthread_rwlock_wrlock(&d->lock);
+	struct space_file *e = grow(&d->notes, &d->nnotes, &d->capnotes);
+	if (e) {
+		e->space = space;
+		e->ino = 0;
+		if (relpath[0] == '.' && relpath[1] == '/')
+			relpath += 2;
+		snprintf(e->path, sizeof(e->path), "%s/%s", d->dir, relpath);
+	}
+	pthread_rwlock_unlock(&d->lock);
+}
+
+int ppl_datadir_space_of(struct ppl_datadir *d, uint64_t ino, uint32_t *space)
+{
+	int rc = -1;
+	struct stat st;
+	pthread_rwlock_rdlock(&d->lock);
+	for (size_t i = d->nnotes; rc && i-- > 0;)
+		if (stat(d->notes[i].path, &st) == 0 && (uint64_t)st.st_ino == ino) {
+			*space = d->notes[i].space;
+			rc = 0;
+		}
+	for (size_t i = 0; rc && i < d->n; i++)
+		if (d->f[i].ino == ino) {
+			*space = d->f[i].space;
+			rc = 0;
+		}
+	pthread_rwlock_unlock(&d->lock);
+	return rc;
+}
+
+int ppl_datadir_path(struct ppl_datadir *d, uint32_t space, char *out, size_t outlen)
+{
+	return find(d, space, out, outlen);
 }
 
 int ppl_datadir_read_page(void *arg, uint32_t space, uint32_t page_no, uint8_t *buf, size_t size)

@@ -526,6 +526,16 @@ int ppl_node_log_write(struct ppl_node *n, uint64_t off, const void *buf, size_t
 	return r ? -1 : 0;
 }
 
+int ppl_node_log_live(struct ppl_node *n)
+{
+	if (!n->reader)
+		return -1;
+	pthread_rwlock_wrlock(&n->lock);
+	int r = ppl_redo_go_live(n->reader, n->cfg.tail_slack);
+	pthread_rwlock_unlock(&n->lock);
+	return r;
+}
+
 int ppl_node_log_start(struct ppl_node *n, uint64_t lsn)
 {
 	pthread_rwlock_wrlock(&n->lock);

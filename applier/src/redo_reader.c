@@ -10,12 +10,25 @@
  * mini-transaction; such a stall is normal at the end of what has been
  * written, and becomes an error only when the server has evidently written
  * valid log beyond it (more than one padded write block, or a checkpoint
- * past it). Nothing past a stall is ever emitted. */
+ * past it). Nothing past a stall is ever emitted.
+ *
+ * A write of one block is provisional: MariaDB writes a lone partial block
+ * from the buffer other threads keep appending to while the write is in
+ * flight, so what follows its last mini-transaction may be old buffer
+ * contents that parse as valid, complete mini-transactions, with no end
+ * marker before them (seen through a FUSE client, which copies the buffer
+ * late). Longer writes come from a buffer nobody touches any more. The
+ * server starts every write at the block holding its write position, so
+ * bytes before a write's start are final, and so are all the bytes of a
+ * write longer than a block. Only final bytes are parsed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ppl/redo.h"
+
+/* The largest block MariaDB writes alone: 4096 with O_DIRECT, 512 buffered. */
+#define PROVISIONAL 4096
 
 struct pending {
 	uint64_t lsn;
@@ -42,6 +55,7 @@ struct ppl_redo_reader {
 
 	bool started;
 	uint64_t lsn;           /* LSN of buf[0] = next mtr start */
+	uint64_t final;         /* bytes below this LSN are final (server writes) */
 	uint8_t *buf;
 	size_t fill, alloc;
 	struct pending *pend;   /* sorted by lsn */
@@ -139,8 +153,10 @@ static int parse(struct ppl_redo_reader *r)
 	size_t pos = 0;
 	int ret = 0;
 	for (;;) {
-		size_t total, rl;
-		enum ppl_frame f = r->d->frame(r->buf + pos, r->fill - pos, r->lsn, r->hdr.first_lsn, r->capacity,
+		size_t total, rl, avail = r->fill - pos;
+		if (r->slack != PPL_REDO_FILE_IMAGE)
+			avail = r->final > r->lsn ? (r->final - r->lsn < avail ? (size_t)(r->final - r->lsn) : avail) : 0;
+		enum ppl_frame f = r->d->frame(r->buf + pos, avail, r->lsn, r->hdr.first_lsn, r->capacity,
 					       &total, &rl);
 		r->stall = f;
 		if (f != PPL_FRAME_OK)
@@ -217,6 +233,14 @@ static int add_pending(struct ppl_redo_reader *r, uint64_t lsn, const uint8_t *p
 	return 0;
 }
 
+/* A server's write [lsn, lsn+len) reached the window: what it proves final. */
+static void confirm(struct ppl_redo_reader *r, uint64_t lsn, size_t len)
+{
+	uint64_t upto = len > PROVISIONAL ? lsn + len : lsn;
+	if (upto > r->final)
+		r->final = upto;
+}
+
 static int merge_pending(struct ppl_redo_reader *r)
 {
 	struct pending **pp = &r->pend;
@@ -226,6 +250,7 @@ static int merge_pending(struct ppl_redo_reader *r)
 		if (k < 0)
 			return -1;
 		if (k) {
+			confirm(r, p->lsn, p->len);
 			*pp = p->next;
 			free(p);
 			pp = &r->pend; /* the window grew: earlier ones may fit now */
@@ -244,9 +269,11 @@ static int feed_area(struct ppl_redo_reader *r, uint64_t off, const uint8_t *p, 
 	}
 	uint64_t cur = ppl_redo_offset_of(r, r->lsn);
 	uint64_t delta = (off + r->capacity - cur) % r->capacity;
+	uint64_t wstart, wlen = len;
 	if (delta >= r->capacity / 2) {
 		/* Starts behind the parse point: a rewrite of the tail block. */
 		uint64_t back = r->capacity - delta;
+		wstart = r->lsn - back;
 		if (len <= back) {
 			r->st.ignored_old_bytes += len;
 			return 0;
@@ -255,6 +282,8 @@ static int feed_area(struct ppl_redo_reader *r, uint64_t off, const uint8_t *p, 
 		p += back;
 		len -= (size_t)back;
 		delta = 0;
+	} else {
+		wstart = r->lsn + delta;
 	}
 	uint64_t lsn = r->lsn + delta;
 	int k = place(r, lsn, p, len);
@@ -262,6 +291,7 @@ static int feed_area(struct ppl_redo_reader *r, uint64_t off, const uint8_t *p, 
 		return -1;
 	if (!k)
 		return add_pending(r, lsn, p, len);
+	confirm(r, wstart, (size_t)wlen);
 	return merge_pending(r);
 }
 
@@ -289,6 +319,7 @@ static void feed_header(struct ppl_redo_reader *r, uint64_t off, const uint8_t *
 		r->have_ck = false;
 		r->started = true;
 		r->lsn = h.first_lsn;
+		r->final = h.first_lsn;
 		r->fill = 0;
 		r->stall = PPL_FRAME_MORE;
 		if (r->state != PPL_REDO_CORRUPT)
@@ -313,6 +344,10 @@ static void feed_checkpoint(struct ppl_redo_reader *r, int slot, uint64_t off, c
 	if (r->d->parse_checkpoint(r->ckbuf[slot], &r->hdr, &c))
 		return; /* recovery ignores an invalid block and uses the other one */
 	c.slot = slot;
+	/* The server wrote and flushed the log up to the checkpoint's end
+	 * before writing it: those bytes are final. */
+	if (c.end_lsn > r->final)
+		r->final = c.end_lsn;
 	if (!r->have_ck || c.lsn >= r->ck.lsn) {
 		r->ck = c;
 		r->have_ck = true;
@@ -367,6 +402,19 @@ int ppl_redo_start_at(struct ppl_redo_reader *r, uint64_t lsn)
 		return -1;
 	r->started = true;
 	r->lsn = lsn;
+	r->final = lsn;
+	r->fill = 0;
+	r->stall = PPL_FRAME_MORE;
+	drop_pending(r);
+	return 0;
+}
+
+int ppl_redo_go_live(struct ppl_redo_reader *r, size_t tail_slack)
+{
+	if (r->state == PPL_REDO_CORRUPT)
+		return -1;
+	r->slack = tail_slack ? tail_slack : 4096;
+	r->final = r->lsn; /* the file's log up to the parse point is final */
 	r->fill = 0;
 	r->stall = PPL_FRAME_MORE;
 	drop_pending(r);

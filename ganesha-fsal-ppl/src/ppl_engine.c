@@ -11,15 +11,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ppl/datadir.h"
+#include "ppl/elision_server.h"
 #include "ppl/node.h"
+#include "ppl/pool.h"
 #include "ppl/page.h"
 #include "ppl/redo.h"
+#include "ppl_config.h"
 #include "ppl_engine.h"
 
 #define SPACE_MAP_SIZE 4096u /* open addressing, fileid -> space id */
+#define STRIPES 1024u
 
 struct space_slot {
 	uint64_t fileid;       /* 0: empty */
@@ -30,11 +35,13 @@ struct ppl_engine {
 	char *exportdir;
 	char *datadir;                 /* where ib_logfile0 is: the export, or a directory in it */
 	pthread_mutex_t log_lock;      /* ingest is one thread at a time (node.h) */
+	pthread_mutex_t order_lock;    /* held from a log write's begin to its end */
 	struct ppl_node *node;         /* published once started, under log_lock */
 	struct ppl_node *building;     /* not yet started: no reader sees it */
 	bool started;                  /* parsing from a checkpoint */
 	bool stopped;                  /* the log could not be parsed: ingest off */
 	bool waiting_logged;
+	unsigned start_attempts;       /* catch-ups from the file that met a damaged tail */
 	size_t page_size;
 	struct ppl_datadir *dd;        /* pages by space id, for reads that cover part of a page */
 	struct ppl_node *retired[16];  /* replaced nodes, freed at the end: readers may hold them */
@@ -43,8 +50,41 @@ struct ppl_engine {
 	pthread_mutex_t map_lock;
 	struct space_slot map[SPACE_MAP_SIZE];
 
+	/* Elision (when configured): the pool's doublewrite slots, the
+	 * service, and the page-write stripes that keep materialization and
+	 * MariaDB's own writes of a page apart. */
+	struct ppl_pool *pool;
+	struct ppl_elision_server *elision;
+	pthread_mutex_t stripe_lock;
+	pthread_cond_t stripe_cond;
+	uint32_t inflight[STRIPES];    /* page writes between begin and end */
+	uint8_t busy[STRIPES];         /* materialization in progress */
+	pthread_mutex_t gate_lock;     /* one checkpoint gate at a time */
+	bool gate_all;                 /* the elided set is incomplete: gate every page */
+	/* pages acknowledged (elided) since their last base: each must be
+	 * materialized before a checkpoint passes its records */
+	pthread_mutex_t elided_lock;
+	uint64_t *elided;              /* open addressing, key+2 (0 empty, 1 removed) */
+	size_t elided_n, elided_used, elided_cap;
+	uint64_t materialized, gate_waits, gate_ns;
+
 	uint64_t reads, pages_rebuilt, rebuild_failures, pages_written;
 };
+
+/* How many times ingest start may find a damaged log tail before the
+ * damage counts as real (see start_ingest). */
+#define START_ATTEMPTS 8
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static int checkpoint_gate(struct ppl_engine *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len);
+static void on_file(void *arg, const struct ppl_node_file_event *ev);
+static bool elided_put(struct ppl_engine *e, uint64_t key, bool add);
 
 static struct ppl_node *node_of(struct ppl_engine *e)
 {
@@ -71,7 +111,12 @@ struct ppl_engine *ppl_engine_new(const char *datadir)
 		return NULL;
 	}
 	pthread_mutex_init(&e->log_lock, NULL);
+	pthread_mutex_init(&e->order_lock, NULL);
 	pthread_mutex_init(&e->map_lock, NULL);
+	pthread_mutex_init(&e->stripe_lock, NULL);
+	pthread_cond_init(&e->stripe_cond, NULL);
+	pthread_mutex_init(&e->gate_lock, NULL);
+	pthread_mutex_init(&e->elided_lock, NULL);
 	return e;
 }
 
@@ -79,12 +124,22 @@ void ppl_engine_free(struct ppl_engine *e)
 {
 	if (e == NULL)
 		return;
+	/* the service first: its threads call into the node */
+	if (e->elision)
+		ppl_elision_server_stop(e->elision);
+	ppl_pool_close(e->pool);
+	pthread_mutex_destroy(&e->stripe_lock);
+	pthread_cond_destroy(&e->stripe_cond);
+	pthread_mutex_destroy(&e->gate_lock);
+	pthread_mutex_destroy(&e->elided_lock);
+	free(e->elided);
 	ppl_node_free(e->node);
 	ppl_node_free(e->building);
 	ppl_datadir_close(e->dd);
 	for (unsigned i = 0; i < e->nretired; i++)
 		ppl_node_free(e->retired[i]);
 	pthread_mutex_destroy(&e->log_lock);
+	pthread_mutex_destroy(&e->order_lock);
 	pthread_mutex_destroy(&e->map_lock);
 	free(e->datadir);
 	free(e->exportdir);
@@ -95,18 +150,24 @@ void ppl_engine_free(struct ppl_engine *e)
 
 static void map_set(struct ppl_engine *e, uint64_t fileid, uint32_t space)
 {
+	bool fresh = false;
 	if (fileid == 0)
 		return;
 	pthread_mutex_lock(&e->map_lock);
 	for (unsigned i = 0; i < SPACE_MAP_SIZE; i++) {
 		struct space_slot *s = &e->map[(fileid + i) % SPACE_MAP_SIZE];
 		if (s->fileid == fileid || s->fileid == 0) {
+			fresh = s->fileid == 0 || s->space != space;
 			s->fileid = fileid;
 			s->space = space;
 			break;
 		}
 	}
 	pthread_mutex_unlock(&e->map_lock);
+	/* the datadir learns which file holds the space, for a file whose
+	 * page 0 never reached the disk */
+	if (fresh && e->dd)
+		ppl_datadir_bind(e->dd, fileid, space);
 }
 
 static bool map_get(struct ppl_engine *e, uint64_t fileid, uint32_t *space)
@@ -144,7 +205,7 @@ static int read_file(const char *dir, const char *name, void *buf, size_t len, u
 	return got == (ssize_t)len ? 0 : -1;
 }
 
-/* The directory holding the ib_logfile0 with this inode: the export
+/* The directory holding the ib_logfile0 with this inode (0: any): the export
  * itself, or a directory up to three levels down (a datadir inside the
  * export). */
 static bool find_log(const char *dir, uint64_t ino, int depth, char *out, size_t outlen)
@@ -152,7 +213,7 @@ static bool find_log(const char *dir, uint64_t ino, int depth, char *out, size_t
 	char p[4096];
 	struct stat st;
 	snprintf(p, sizeof(p), "%s/ib_logfile0", dir);
-	if (stat(p, &st) == 0 && (uint64_t)st.st_ino == ino) {
+	if (stat(p, &st) == 0 && (ino == 0 || (uint64_t)st.st_ino == ino)) {
 		snprintf(out, outlen, "%s", dir);
 		return true;
 	}
@@ -173,22 +234,27 @@ static bool find_log(const char *dir, uint64_t ino, int depth, char *out, size_t
 	return found;
 }
 
-static void locate_datadir(struct ppl_engine *e, uint64_t log_fileid)
+static bool locate_datadir(struct ppl_engine *e, uint64_t log_fileid)
 {
 	char dir[4096];
-	if (!find_log(e->exportdir, log_fileid, 3, dir, sizeof(dir)) || strcmp(dir, e->datadir) == 0)
-		return;
+	if (!find_log(e->exportdir, log_fileid, 3, dir, sizeof(dir)))
+		return false;
+	if (strcmp(dir, e->datadir) == 0)
+		return true;
 	char *d = strdup(dir);
 	if (d == NULL)
-		return;
+		return false;
 	free(e->datadir);
 	e->datadir = d;
+	if (e->dd)
+		ppl_datadir_set_root(e->dd, d);
 	LogEvent(COMPONENT_FSAL, "PPL: %s: MariaDB's datadir is %s", e->exportdir, d);
+	return true;
 }
 
 /* The node needs the page size, from ibdata1's page 0 (InnoDB creates
  * ibdata1 before the log). */
-static int make_node(struct ppl_engine *e)
+static int make_node(struct ppl_engine *e, bool from_file)
 {
 	uint8_t hdr[PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS + 4];
 	if (read_file(e->datadir, "ibdata1", hdr, sizeof(hdr), 0, NULL) != 0)
@@ -203,7 +269,7 @@ static int make_node(struct ppl_engine *e)
 		e->stopped = true;
 		return -1;
 	}
-	struct ppl_node_config c = { .page_size = ps, .log = node_log, .log_arg = e };
+	struct ppl_node_config c = { .page_size = ps, .log = node_log, .log_arg = e, .log_is_file_image = from_file };
 	struct ppl_node *n = ppl_node_new(&c);
 	if (n == NULL)
 		return -1;
@@ -244,7 +310,39 @@ static int feed_file(struct ppl_engine *e, uint64_t from, uint64_t to)
 	return rc;
 }
 
-/* First log write since the engine started: read the header and the
+static void mark_suspect(void *arg, uint32_t space, uint32_t page_no, const struct ppl_node_page_info *i)
+{
+	struct ppl_engine *e = arg;
+	(void)i;
+	if (!elided_put(e, (uint64_t)space << 32 | page_no, true))
+		e->gate_all = true; /* out of memory: every page counts as elided */
+}
+
+/* Feeds the log file from its checkpoint's offset on, around the circle,
+ * until the parse stops well behind what was fed: the end of the valid
+ * log (what lies beyond is older and would only fill memory). */
+static int feed_to_end(struct ppl_engine *e, uint64_t from, uint64_t size, uint64_t area)
+{
+	const uint64_t chunk = 1 << 20, capacity = size - area;
+	uint64_t start = ppl_node_parsed_lsn(e->building), fed = 0, off = from;
+	while (fed < capacity) {
+		uint64_t n = size - off < chunk ? size - off : chunk;
+		if (n > capacity - fed)
+			n = capacity - fed;
+		if (feed_file(e, off, off + n) != 0)
+			return -1;
+		fed += n;
+		off = off + n == size ? area : off + n;
+		if (fed - (ppl_node_parsed_lsn(e->building) - start) > 4 * chunk)
+			break;
+	}
+	return ppl_node_log_live(e->building);
+}
+
+#define TO_END UINT64_MAX
+
+/* First log write since the engine started (or the export started with a
+ * log in place: write_end TO_END): read the header and the
  * checkpoints from the file, start at the checkpoint, catch up with what
  * the file holds up to the end of this write. */
 static int start_ingest(struct ppl_engine *e, uint64_t write_end)
@@ -254,7 +352,7 @@ static int start_ingest(struct ppl_engine *e, uint64_t write_end)
 	if (hdr == NULL)
 		return -1;
 	int got = read_file(e->datadir, "ib_logfile0", hdr, area, 0, &size);
-	if (got != 0 || size <= area || write_end < area) {
+	if (got != 0 || size <= area || (write_end != TO_END && write_end < area)) {
 		free(hdr);
 		return 0; /* the header is not written yet */
 	}
@@ -284,23 +382,59 @@ static int start_ingest(struct ppl_engine *e, uint64_t write_end)
 	}
 	uint64_t from = ppl_redo_offset_of(r, ck->lsn);
 	int rc = 0;
-	if (write_end > from) {
+	if (write_end == TO_END) {
+		rc = feed_to_end(e, from, size, area);
+	} else if (write_end > from) {
 		rc = feed_file(e, from, write_end);
 	} else {
 		rc = feed_file(e, from, size);
 		if (rc == 0)
 			rc = feed_file(e, area, write_end);
 	}
+	if (rc != 0 && ppl_node_error(e->building) && ++e->start_attempts < START_ATTEMPTS) {
+		/* The file was read while other pieces of MariaDB's log write
+		 * (a client splits a large write into several WRITEs that run
+		 * at once) may not have reached it: their old bytes fail the
+		 * CRC. MariaDB's next log write starts after the whole of
+		 * this one is on disk; catch up then. Damage that persists
+		 * is real and stops ingest below. */
+		LogEvent(COMPONENT_FSAL, "PPL: %s: the log read at ingest start ends in bytes still being written "
+			 "(%s); starting again at the next log write", e->datadir, ppl_node_error(e->building));
+		ppl_node_free(e->building);
+		e->building = NULL;
+		return 0;
+	}
 	if (rc != 0) {
 		stop_ingest(e, ppl_node_error(e->building) ? ppl_node_error(e->building) : "cannot read ib_logfile0");
 		return -1;
 	}
+	e->start_attempts = 0;
 	e->started = true;
+	/* The writes the previous run elided are not known: any page with
+	 * records from the log read here may be one of them, and stays in
+	 * the elided set until it is materialized or written in full. */
+	if (e->pool != NULL)
+		ppl_node_for_each_page(e->building, mark_suspect, e);
+	ppl_node_on_file_event(e->building, on_file, e);
 	__atomic_store_n(&e->node, e->building, __ATOMIC_RELEASE);
 	e->building = NULL;
 	LogEvent(COMPONENT_FSAL, "PPL: %s: redo ingest started at the checkpoint LSN %" PRIu64 " (log of %" PRIu64
 		 " B by \"%s\", %zu B pages)", e->datadir, ck->lsn, size, h->creator, e->page_size);
 	return 0;
+}
+
+void ppl_engine_start_from_disk(struct ppl_engine *e)
+{
+	pthread_mutex_lock(&e->log_lock);
+	if (!e->started && !e->stopped && e->building == NULL && locate_datadir(e, 0) && make_node(e, true) == 0) {
+		start_ingest(e, TO_END);
+		if (!e->started && e->building != NULL) {
+			/* not a usable log yet: the first log write tries again */
+			ppl_node_free(e->building);
+			e->building = NULL;
+		}
+	}
+	pthread_mutex_unlock(&e->log_lock);
 }
 
 int ppl_engine_log_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
@@ -311,7 +445,7 @@ int ppl_engine_log_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, co
 		goto out;
 	if (!e->started && e->building == NULL)
 		locate_datadir(e, fileid);
-	if (!e->started && e->building == NULL && make_node(e) != 0)
+	if (!e->started && e->building == NULL && make_node(e, false) != 0)
 		goto out;
 	if (!e->started) {
 		start_ingest(e, off + len); /* the file already holds this write */
@@ -354,6 +488,7 @@ void ppl_engine_log_replaced(struct ppl_engine *e)
 	e->started = false;
 	e->stopped = false;
 	e->waiting_logged = false;
+	e->start_attempts = 0;
 	LogEvent(COMPONENT_FSAL, "PPL: %s: ib_logfile0 was replaced (log resize); ingest restarts at its "
 		 "checkpoint", e->datadir);
 	pthread_mutex_unlock(&e->log_lock);
@@ -398,7 +533,27 @@ static bool page_space(struct ppl_engine *e, uint64_t fileid, const uint8_t *pag
 		map_set(e, fileid, *space);
 		return true;
 	}
-	return map_get(e, fileid, space);
+	if (map_get(e, fileid, space))
+		return true;
+	/* a file none of whose pages reached the disk yet: the log named it */
+	if (e->dd && ppl_datadir_space_of(e->dd, fileid, space) == 0) {
+		map_set(e, fileid, *space);
+		return true;
+	}
+	return false;
+}
+
+/* FILE_CREATE and FILE_RENAME name the file of a space, which its page 0
+ * cannot do while every write to it is elided. */
+static void on_file(void *arg, const struct ppl_node_file_event *ev)
+{
+	struct ppl_engine *e = arg;
+	if (e->dd == NULL)
+		return;
+	if (ev->type == PPL_FILE_CREATE)
+		ppl_datadir_note(e->dd, ev->space_id, ev->name);
+	else if (ev->type == PPL_FILE_RENAME)
+		ppl_datadir_note(e->dd, ev->space_id, ev->name2);
 }
 
 int ppl_engine_read(struct ppl_engine *e, uint64_t fileid, uint64_t off, struct iovec *iov, int iovcnt,
@@ -485,12 +640,369 @@ void ppl_engine_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, const
 		if (!page_space(e, fileid, frame, (uint32_t)(p / ps), &space))
 			continue;
 		ppl_node_page_written(n, frame);
+		if (e->pool)
+			elided_put(e, (uint64_t)space << 32 | ppl_page_no(frame), false);
 		__atomic_add_fetch(&e->pages_written, 1, __ATOMIC_RELAXED);
 	}
 	free(frame);
 }
 
-int ppl_engine_format(struct ppl_engine *e, char *buf, size_t len)
+
+/* ---- elision, materialization, the checkpoint gate ----------------------------- */
+
+/* Slot of key in t (cap a power of two): where it is, or the first free
+ * slot its probe reaches. Removed keys leave a tombstone (1) that keeps
+ * later keys of the same probe reachable. */
+static size_t elided_slot(const uint64_t *t, size_t cap, uint64_t k)
+{
+	size_t j = (size_t)((k * 0x9e3779b97f4a7c15ull) >> 17) & (cap - 1);
+	while (t[j] != 0 && t[j] != k)
+		j = (j + 1) & (cap - 1);
+	return j;
+}
+
+/* Adds or removes a page. An add that cannot be recorded returns false:
+ * the caller must not acknowledge the elision then. */
+static bool elided_put(struct ppl_engine *e, uint64_t key, bool add)
+{
+	uint64_t k = key + 2; /* 0 empty, 1 removed */
+	bool ok = true;
+	pthread_mutex_lock(&e->elided_lock);
+	/* tombstones count as used: a table full of them has no free slot
+	 * left to end a probe */
+	if (add && (e->elided_used + 1) * 2 > e->elided_cap) {
+		size_t cap = 1024;
+		while (cap < 4 * (e->elided_n + 1))
+			cap *= 2;
+		uint64_t *t = calloc(cap, sizeof(*t));
+		if (t == NULL) {
+			ok = false;
+			goto out;
+		}
+		for (size_t i = 0; i < e->elided_cap; i++)
+			if (e->elided[i] > 1)
+				t[elided_slot(t, cap, e->elided[i])] = e->elided[i];
+		free(e->elided);
+		e->elided = t;
+		e->elided_cap = cap;
+		e->elided_used = e->elided_n;
+	}
+	if (e->elided_cap == 0)
+		goto out;
+	size_t j = elided_slot(e->elided, e->elided_cap, k);
+	if (add && e->elided[j] == 0) {
+		e->elided[j] = k;
+		e->elided_n++;
+		e->elided_used++;
+	} else if (!add && e->elided[j] == k) {
+		e->elided[j] = 1;
+		e->elided_n--;
+	}
+out:
+	pthread_mutex_unlock(&e->elided_lock);
+	return ok;
+}
+
+static bool elided_has(struct ppl_engine *e, uint64_t key)
+{
+	bool found = false;
+	pthread_mutex_lock(&e->elided_lock);
+	if (e->elided_cap)
+		found = e->elided[elided_slot(e->elided, e->elided_cap, key + 2)] == key + 2;
+	pthread_mutex_unlock(&e->elided_lock);
+	return found;
+}
+
+/* Stripes cover 64 KiB units of a file, the largest InnoDB page, so every
+ * page lies in one unit whatever the page size, and a write's begin and
+ * end take and release the same stripes even when the page size becomes
+ * known while the write is in flight. */
+#define STRIPE_SHIFT 16
+
+static unsigned stripe_of(uint64_t fileid, uint64_t unit)
+{
+	uint64_t k = fileid * 0x9e3779b97f4a7c15ull ^ unit * 0xbf58476d1ce4e5b9ull;
+	return (unsigned)((k ^ (k >> 29)) % STRIPES);
+}
+
+int ppl_engine_write_begin(struct ppl_engine *e, bool is_log, uint64_t fileid, uint64_t off, const struct iovec *iov,
+			   int iovcnt, size_t len)
+{
+	if (is_log) {
+		int rc = e->pool ? checkpoint_gate(e, off, iov, iovcnt, len) : 0;
+		/* The file and the reader must see log writes in the same
+		 * order: two WRITEs of the tail block processed at once could
+		 * otherwise reach the disk in one order and the reader in the
+		 * other, leaving it older bytes than the file holds. */
+		if (rc == 0)
+			pthread_mutex_lock(&e->order_lock);
+		return rc;
+	}
+	if (e->pool == NULL || len == 0)
+		return 0;
+	pthread_mutex_lock(&e->stripe_lock);
+	for (uint64_t u = off >> STRIPE_SHIFT; u <= (off + len - 1) >> STRIPE_SHIFT; u++) {
+		unsigned s = stripe_of(fileid, u);
+		while (e->busy[s])
+			pthread_cond_wait(&e->stripe_cond, &e->stripe_lock);
+		e->inflight[s]++;
+	}
+	pthread_mutex_unlock(&e->stripe_lock);
+	return 0;
+}
+
+void ppl_engine_write_end(struct ppl_engine *e, bool is_log, uint64_t fileid, uint64_t off, size_t len)
+{
+	if (is_log) {
+		pthread_mutex_unlock(&e->order_lock);
+		return;
+	}
+	if (e->pool == NULL || len == 0)
+		return;
+	pthread_mutex_lock(&e->stripe_lock);
+	for (uint64_t u = off >> STRIPE_SHIFT; u <= (off + len - 1) >> STRIPE_SHIFT; u++)
+		e->inflight[stripe_of(fileid, u)]--;
+	pthread_cond_broadcast(&e->stripe_cond);
+	pthread_mutex_unlock(&e->stripe_lock);
+}
+
+/* Writes the page as the index has it, through a doublewrite slot, unless
+ * the data file already holds it; then it is the page's base. Runs with
+ * the page's stripe held, so no write of MariaDB's to it is in flight. */
+static int materialize(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint32_t page_no)
+{
+	char path[4096];
+	struct stat st;
+	if (ppl_datadir_path(e->dd, space, path, sizeof(path)) != 0 || stat(path, &st) != 0) {
+		/* Never forget records because a file cannot be found: the
+		 * decision only acknowledges pages of files it can find. */
+		LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be materialized: no file holds "
+			"space %" PRIu32, e->datadir, space, page_no, space);
+		return -1;
+	}
+	size_t ps = e->page_size;
+	unsigned s = stripe_of((uint64_t)st.st_ino, ((uint64_t)page_no * ps) >> STRIPE_SHIFT);
+	pthread_mutex_lock(&e->stripe_lock);
+	while (e->busy[s] || e->inflight[s])
+		pthread_cond_wait(&e->stripe_cond, &e->stripe_lock);
+	e->busy[s] = 1;
+	pthread_mutex_unlock(&e->stripe_lock);
+
+	int rc = -1;
+	uint8_t *frame = aligned_alloc(4096, ps);
+	bool changed = false;
+	struct ppl_apply_error aerr;
+	char err[256];
+	if (frame == NULL || ppl_datadir_read_page(e->dd, space, page_no, frame, ps) != 0) {
+		LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be read to materialize it",
+			e->datadir, space, page_no);
+	} else if (ppl_node_rebuild(n, space, page_no, frame, UINT64_MAX, &changed, &aerr) != PPL_APPLY_OK) {
+		LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be rebuilt to materialize it "
+			"(%s)", e->datadir, space, page_no, aerr.msg);
+	} else if (!changed) {
+		ppl_node_page_written(n, frame); /* the file already holds it */
+		elided_put(e, (uint64_t)space << 32 | page_no, false);
+		rc = 0;
+	} else {
+		int slot = ppl_pool_dw_stage(e->pool, space, page_no, frame, ps, err, sizeof(err));
+		if (slot < 0) {
+			LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 ": %s", e->datadir, space, page_no,
+				err);
+		} else if (ppl_datadir_write_page(e->dd, space, page_no, frame, ps) != 0) {
+			LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 " could not be written to %s: %s; "
+				"its doublewrite slot is kept", e->datadir, space, page_no, path, strerror(errno));
+		} else {
+			ppl_pool_dw_release(e->pool, slot);
+			ppl_node_page_written(n, frame);
+			elided_put(e, (uint64_t)space << 32 | page_no, false);
+			__atomic_add_fetch(&e->materialized, 1, __ATOMIC_RELAXED);
+			rc = 0;
+		}
+	}
+	free(frame);
+	pthread_mutex_lock(&e->stripe_lock);
+	e->busy[s] = 0;
+	pthread_cond_broadcast(&e->stripe_cond);
+	pthread_mutex_unlock(&e->stripe_lock);
+	return rc;
+}
+
+struct due {
+	struct ppl_engine *e;
+	uint64_t upto;
+	size_t n, cap;
+	uint64_t *keys;
+	bool incomplete;       /* out of memory: some page is missing from keys */
+};
+
+static void collect_due(void *arg, uint32_t space, uint32_t page_no, const struct ppl_node_page_info *i)
+{
+	struct due *d = arg;
+	if (!i->known || i->first_lsn >= d->upto)
+		return;
+	uint64_t key = (uint64_t)space << 32 | page_no;
+	if (!d->e->gate_all && !elided_has(d->e, key))
+		return; /* MariaDB wrote it itself */
+	if (d->n == d->cap) {
+		size_t cap = d->cap ? 2 * d->cap : 256;
+		uint64_t *k = realloc(d->keys, cap * sizeof(*k));
+		if (k == NULL) {
+			d->incomplete = true;
+			return;
+		}
+		d->keys = k;
+		d->cap = cap;
+	}
+	d->keys[d->n++] = (uint64_t)space << 32 | page_no;
+}
+
+/* MariaDB is about to write a checkpoint: from then on, a restart reads
+ * the log only from that LSN. Every page still holding records below it
+ * (pages whose writes were elided) is materialized first, or the write
+ * fails (MariaDB retries it) rather than lose them (DESIGN I1, I3). */
+static int checkpoint_gate(struct ppl_engine *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len)
+{
+	uint64_t area = ppl_dialect_mariadb_10_8.area_start;
+	uint8_t blk[8];
+	uint64_t at;
+	if (off >= area || off + len <= 4096)
+		return 0;
+	at = off <= 4096 && off + len >= 4096 + 8 ? 4096 - off : off <= 8192 && off + len >= 8192 + 8 ? 8192 - off : UINT64_MAX;
+	if (at == UINT64_MAX)
+		return 0;
+	iov_copy((struct iovec *)iov, iovcnt, at, blk, 8, true);
+	uint64_t ckpt = ppl_rd8(blk);
+	struct ppl_node *n = node_of(e);
+	if (n == NULL || ckpt == 0)
+		return 0;
+	pthread_mutex_lock(&e->gate_lock);
+	uint64_t t0 = now_ns();
+	struct due d = { .e = e, .upto = ckpt };
+	ppl_node_for_each_page(n, collect_due, &d);
+	int rc = d.incomplete ? ENOMEM : 0; /* never pass a page it could not list */
+	for (size_t i = 0; i < d.n && rc == 0; i++)
+		if (materialize(e, n, (uint32_t)(d.keys[i] >> 32), (uint32_t)d.keys[i]) != 0 &&
+		    elided_has(e, d.keys[i]))
+			rc = EIO; /* an acknowledged page: the checkpoint must not pass it */
+	free(d.keys);
+	if (d.n) {
+		e->gate_waits++;
+		e->gate_ns += now_ns() - t0;
+		LogDebug(COMPONENT_FSAL, "PPL: %s: checkpoint %" PRIu64 " waited for %zu page(s) to be materialized",
+			 e->datadir, ckpt, d.n);
+	}
+	pthread_mutex_unlock(&e->gate_lock);
+	if (rc)
+		LogCrit(COMPONENT_FSAL, "PPL: %s: the checkpoint write (LSN %" PRIu64 ") is refused: a page it needs "
+			"could not be materialized (see above); MariaDB retries it", e->datadir, ckpt);
+	return rc;
+}
+
+static int read_base(void *arg, uint32_t space, uint32_t page_no, uint8_t *frame)
+{
+	struct ppl_engine *e = arg;
+	return ppl_datadir_read_page(e->dd, space, page_no, frame, e->page_size);
+}
+
+/* The elision decision: yes only for the exact page (LSN and checksum) the
+ * index can rebuild from the data file and the log. The log up to the
+ * page's LSN is durable and parsed: InnoDB writes a page only after its
+ * log is flushed, and log writes are parsed before they are acknowledged. */
+static unsigned decide(void *arg, const struct ppl_elision_page *pg)
+{
+	struct ppl_engine *e = arg;
+	struct ppl_node *n = node_of(e);
+	if (n == NULL || e->stopped || e->dd == NULL)
+		return PPL_ELIDE_NACK_NOT_DURABLE;
+	if (pg->page_size != e->page_size)
+		return PPL_ELIDE_NACK_PAGE_SIZE;
+	if (ppl_node_parsed_lsn(n) < pg->lsn)
+		return PPL_ELIDE_NACK_NOT_DURABLE;
+	/* only pages it could materialize before a checkpoint passes them */
+	char path[4096];
+	if (ppl_datadir_path(e->dd, pg->space, path, sizeof(path)) != 0)
+		return PPL_ELIDE_NACK_UNKNOWN_FILE;
+	/* recorded before the answer leaves: a checkpoint write can only
+	 * follow the elided write */
+	if (!elided_put(e, (uint64_t)pg->space << 32 | pg->page_no, true))
+		return PPL_ELIDE_NACK_INTERNAL; /* out of memory: it could not be materialized */
+	unsigned v = ppl_node_elide(n, pg->space, pg->page_no, pg->lsn, pg->checksum, read_base, e);
+	if (v != PPL_ELIDE_ACK)
+		elided_put(e, (uint64_t)pg->space << 32 | pg->page_no, false);
+	return v;
+}
+
+static void elision_log(void *arg, const char *msg)
+{
+	struct ppl_engine *e = arg;
+	LogWarn(COMPONENT_FSAL, "PPL: %s: elision service: %s", e->exportdir, msg);
+}
+
+static void pool_log(void *arg, const char *msg)
+{
+	struct ppl_engine *e = arg;
+	LogEvent(COMPONENT_FSAL, "PPL: %s: %s", e->exportdir, msg);
+}
+
+/* The directory under the export that holds ib_logfile0 (by name: at
+ * start nothing has been written yet), or the export. */
+static void guess_datadir(const char *dir, int depth, char *out, size_t outlen)
+{
+	char p[4096];
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/ib_logfile0", dir);
+	if (stat(p, &st) == 0) {
+		snprintf(out, outlen, "%s", dir);
+		return;
+	}
+	DIR *d = depth ? opendir(dir) : NULL;
+	struct dirent *de;
+	while (d && (de = readdir(d)) != NULL && out[0] == '\0') {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
+			guess_datadir(p, depth - 1, out, outlen);
+	}
+	if (d)
+		closedir(d);
+}
+
+int ppl_engine_start_elision(struct ppl_engine *e, const struct ppl_config *c, char *err, size_t errlen)
+{
+	char dir[4096] = "";
+	guess_datadir(e->exportdir, 3, dir, sizeof(dir));
+	if (dir[0]) {
+		free(e->datadir);
+		e->datadir = strdup(dir);
+	}
+	e->dd = ppl_datadir_open(e->datadir, err, errlen);
+	if (e->dd == NULL)
+		return -1;
+	struct ppl_pool_options o = { .identity = e->exportdir, .block_size = c->block_size,
+				      .max_per_page = c->max_per_page, .read_page = ppl_datadir_read_page,
+				      .write_page = ppl_datadir_write_page, .page_arg = e->dd, .log = pool_log,
+				      .log_arg = e };
+	struct ppl_pool_recovery rec;
+	char perr[512];
+	if (ppl_pool_open(c->pool_path, &o, &e->pool, &rec, perr, sizeof(perr)) != 0) {
+		snprintf(err, errlen, "%s (a pool is made with `ppl-inspect pool create %s --identity %s --size N`)",
+			 perr, c->pool_path, e->exportdir);
+		return -1;
+	}
+	LogEvent(COMPONENT_FSAL, "PPL: %s: pool %s opened in %.3f s: %" PRIu64 " doublewrite slot(s) pending, %"
+		 PRIu64 " page(s) restored, %" PRIu64 " current, %" PRIu64 " not checked", e->exportdir, c->pool_path,
+		 (double)rec.elapsed_ns / 1e9, rec.dw_pending, rec.dw_restored, rec.dw_current,
+		 rec.dw_unreadable + rec.dw_needs_restore);
+	struct ppl_elision_server_config sc = { .address = c->elision_address, .port = c->elision_port,
+						.token = c->elision_token, .allow = c->elision_clients,
+						.decide = decide, .decide_arg = e, .log = elision_log, .log_arg = e };
+	if (ppl_elision_server_start(&sc, &e->elision, err, errlen) != 0)
+		return -1;
+	return 0;
+}
+
+static int format_engine(struct ppl_engine *e, char *buf, size_t len)
 {
 	struct ppl_node *n = node_of(e);
 	if (n == NULL)
@@ -508,4 +1020,36 @@ int ppl_engine_format(struct ppl_engine *e, char *buf, size_t len)
 			__atomic_load_n(&e->pages_rebuilt, __ATOMIC_RELAXED), s.rebuild_mtrs_applied,
 			__atomic_load_n(&e->rebuild_failures, __ATOMIC_RELAXED),
 			__atomic_load_n(&e->pages_written, __ATOMIC_RELAXED), e->stopped ? "; INGEST STOPPED" : "");
+}
+
+static int format_elision(struct ppl_engine *e, char *buf, size_t len)
+{
+	if (e->elision == NULL)
+		return snprintf(buf, len, "; elision off");
+	struct ppl_elision_server_stats s;
+	ppl_elision_server_get_stats(e->elision, &s);
+	uint64_t nacks = 0;
+	for (int i = 1; i < PPL_ELIDE_REASON_COUNT; i++)
+		nacks += s.verdicts[i];
+	return snprintf(buf, len,
+			"; elision: %" PRIu64 " asked, %" PRIu64 " acked, %" PRIu64 " refused (lsn behind %" PRIu64
+			", lsn ahead %" PRIu64 ", checksum %" PRIu64 ", not durable %" PRIu64 ", unknown page %" PRIu64
+			", other %" PRIu64 "), clients refused %" PRIu64 "; materialized %" PRIu64
+			" page(s), checkpoints held %" PRIu64 " (%.3f s)",
+			s.requests, s.verdicts[0], nacks, s.verdicts[PPL_ELIDE_NACK_LSN_BEHIND],
+			s.verdicts[PPL_ELIDE_NACK_LSN_AHEAD], s.verdicts[PPL_ELIDE_NACK_CHECKSUM],
+			s.verdicts[PPL_ELIDE_NACK_NOT_DURABLE], s.verdicts[PPL_ELIDE_NACK_UNKNOWN_PAGE],
+			nacks - s.verdicts[PPL_ELIDE_NACK_LSN_BEHIND] - s.verdicts[PPL_ELIDE_NACK_LSN_AHEAD] -
+				s.verdicts[PPL_ELIDE_NACK_CHECKSUM] - s.verdicts[PPL_ELIDE_NACK_NOT_DURABLE] -
+				s.verdicts[PPL_ELIDE_NACK_UNKNOWN_PAGE],
+			s.refused_address + s.refused_hello, __atomic_load_n(&e->materialized, __ATOMIC_RELAXED),
+			e->gate_waits, (double)e->gate_ns / 1e9);
+}
+
+int ppl_engine_format(struct ppl_engine *e, char *buf, size_t len)
+{
+	int k = format_engine(e, buf, len);
+	if (k < 0 || (size_t)k >= len)
+		return k;
+	return k + format_elision(e, buf + k, len - (size_t)k);
 }

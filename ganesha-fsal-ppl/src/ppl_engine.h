@@ -6,8 +6,10 @@
  * export, found by the log file's inode) when it needs what was written
  * before it started.
  *
- * Not yet here (issue 5): the pmem pool under the index, background
- * materialization, the log-wrap guard, the elision service, verify mode. */
+ * With elision on, pages whose writes were elided are materialized
+ * (through the pool's doublewrite slots) before MariaDB's checkpoint may
+ * pass their records. Not yet here: per-page records in the pool,
+ * background materialization, verify mode. */
 #ifndef PPL_ENGINE_H
 #define PPL_ENGINE_H
 
@@ -17,9 +19,15 @@
 #include <sys/uio.h>
 
 struct ppl_engine;
+struct ppl_config;
 
 struct ppl_engine *ppl_engine_new(const char *datadir);
 void ppl_engine_free(struct ppl_engine *e);
+
+/* The export starts over a datadir that already has a log (a restart of
+ * the storage node): ingest from its checkpoint to its end now, so that
+ * pages read before MariaDB's next log write are rebuilt too (I6). */
+void ppl_engine_start_from_disk(struct ppl_engine *e);
 
 /* Bytes written to ib_logfile0 (already durable in the file). Returns 0,
  * or an errno to fail the WRITE: never, today: a log the engine cannot
@@ -39,6 +47,15 @@ int ppl_engine_read(struct ppl_engine *e, uint64_t fileid, uint64_t off, struct 
 /* A write to a page file reached the file: whole pages become bases. */
 void ppl_engine_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
 		      size_t len);
+
+/* Elision (Elision_Port set): opens the pool (its doublewrite slots are
+ * checked and torn data-file pages restored), starts the service. 0, or
+ * -1 with a message: the export is refused. */
+int ppl_engine_start_elision(struct ppl_engine *e, const struct ppl_config *c, char *err, size_t errlen);
+/* Around the sub-FSAL's write of a log or page file (see ppl_hooks.h). */
+int ppl_engine_write_begin(struct ppl_engine *e, bool is_log, uint64_t fileid, uint64_t off, const struct iovec *iov,
+			   int iovcnt, size_t len);
+void ppl_engine_write_end(struct ppl_engine *e, bool is_log, uint64_t fileid, uint64_t off, size_t len);
 
 /* "redo 12.3 MB, 4567 mtrs, ... " for the stats line. */
 int ppl_engine_format(struct ppl_engine *e, char *buf, size_t len);

@@ -348,9 +348,10 @@ fsal_status_t ppl_create_export(struct fsal_module *fsal_hdl, void *parse_node,
 
 	pexp = gsh_calloc(1, sizeof(*pexp));
 	pexp->cfg = args.cfg;
-	pexp->hooks = ppl_hooks_create(export_path());
+	pexp->hooks = ppl_hooks_create(export_path(), &pexp->cfg, line, sizeof(line));
 	if (pexp->hooks == NULL || ppl_classmap_init(&pexp->classes) != 0) {
-		LogCrit(COMPONENT_FSAL, "PPL: export %s refused: out of memory", export_path());
+		LogCrit(COMPONENT_FSAL, "PPL: export %s refused: %s", export_path(),
+			pexp->hooks ? "out of memory" : line);
 		fsal_put(sub_fsal);
 		free_export(pexp);
 		drop_subfsal(&args);

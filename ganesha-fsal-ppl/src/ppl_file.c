@@ -11,6 +11,9 @@ struct io_done {
 	struct ppl_export *pexp;
 	fsal_async_cb cb;
 	void *cb_arg;
+	bool began;              /* ppl_hook_write_begin() succeeded: pair it */
+	uint64_t w_off;          /* the range it was given */
+	size_t w_len;
 };
 
 static fsal_status_t hook_error(int err)
@@ -39,6 +42,13 @@ static void write_done(struct fsal_obj_handle *sub, fsal_status_t ret, void *obj
 				     arg->io_amount, arg->fsal_stable);
 		if (err)
 			ret = hook_error(err);
+	}
+	if (done->began) {
+		struct ppl_file f;
+		char name[NAME_MAX + 1];
+
+		ppl_file_of(h, &f, name, sizeof(name));
+		ppl_hook_write_end(done->pexp->hooks, &f, done->w_off, done->w_len);
 	}
 	done->cb(done->obj, ret, obj_data, done->cb_arg);
 	op_ctx->fsal_export = saved;
@@ -79,6 +89,7 @@ static struct io_done *io_done_new(struct fsal_obj_handle *obj, fsal_async_cb cb
 	d->pexp = ppl_ctx_export();
 	d->cb = cb;
 	d->cb_arg = cb_arg;
+	d->began = false;
 	return d;
 }
 
@@ -97,9 +108,28 @@ static void write2(struct fsal_obj_handle *obj, bool bypass, fsal_async_cb cb, s
 {
 	struct ppl_export *pexp = ppl_ctx_export();
 	struct io_done *d = io_done_new(obj, cb, cb_arg);
+	struct ppl_handle *h = ppl_handle_of(obj);
 
-	PPL_SUBCALL(pexp, ppl_handle_of(obj)->sub->obj_ops->write2(ppl_handle_of(obj)->sub, bypass, write_done,
-								  arg, d));
+	if (ppl_handle_class(h) != PPL_FILE_OTHER) {
+		struct ppl_file f;
+		char name[NAME_MAX + 1];
+		size_t len = 0;
+		int err;
+
+		for (int i = 0; i < (int)arg->iov_count; i++)
+			len += arg->iov[i].iov_len;
+		ppl_file_of(h, &f, name, sizeof(name));
+		err = ppl_hook_write_begin(pexp->hooks, &f, arg->offset, arg->iov, arg->iov_count, len);
+		if (err) {
+			gsh_free(d);
+			cb(obj, hook_error(err), arg, cb_arg);
+			return;
+		}
+		d->began = true;
+		d->w_off = arg->offset;
+		d->w_len = len;
+	}
+	PPL_SUBCALL(pexp, h->sub->obj_ops->write2(h->sub, bypass, write_done, arg, d));
 }
 
 /* The sub-FSAL made the range durable; the engine's part of "durable"

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ppl_config.h"
 #include "ppl_engine.h"
 #include "ppl_hooks.h"
 
@@ -78,17 +79,36 @@ bool ppl_class_has_pages(enum ppl_file_class cls)
 	return cls == PPL_FILE_TABLESPACE || cls == PPL_FILE_SYSTEM_TS || cls == PPL_FILE_UNDO_TS;
 }
 
-struct ppl_hooks *ppl_hooks_create(const char *datadir)
+struct ppl_hooks *ppl_hooks_create(const char *datadir, const struct ppl_config *cfg, char *err, size_t errlen)
 {
 	struct ppl_hooks *h = calloc(1, sizeof(struct ppl_hooks));
-	if (h == NULL)
-		return NULL;
-	h->engine = ppl_engine_new(datadir);
-	if (h->engine == NULL) {
+	if (h == NULL || (h->engine = ppl_engine_new(datadir)) == NULL) {
+		snprintf(err, errlen, "out of memory");
 		free(h);
 		return NULL;
 	}
+	if (cfg->elision_port && ppl_engine_start_elision(h->engine, cfg, err, errlen) != 0) {
+		ppl_engine_free(h->engine);
+		free(h);
+		return NULL;
+	}
+	ppl_engine_start_from_disk(h->engine);
 	return h;
+}
+
+int ppl_hook_write_begin(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset,
+			 const struct iovec *iov, int iovcnt, size_t len)
+{
+	if (f->cls != PPL_FILE_REDO_LOG && !ppl_class_has_pages(f->cls))
+		return 0;
+	return ppl_engine_write_begin(h->engine, f->cls == PPL_FILE_REDO_LOG, f->fileid, offset, iov, iovcnt, len);
+}
+
+void ppl_hook_write_end(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, size_t len)
+{
+	if (f->cls != PPL_FILE_REDO_LOG && !ppl_class_has_pages(f->cls))
+		return;
+	ppl_engine_write_end(h->engine, f->cls == PPL_FILE_REDO_LOG, f->fileid, offset, len);
 }
 
 void ppl_hooks_destroy(struct ppl_hooks *h)

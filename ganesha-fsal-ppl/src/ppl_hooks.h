@@ -75,7 +75,9 @@ struct ppl_hook_counts {
 struct ppl_hooks;
 
 /* datadir: the export's directory (the sub-FSAL's files on local disk). */
-struct ppl_hooks *ppl_hooks_create(const char *datadir);
+struct ppl_config;
+/* NULL with a message in err (the export is refused). */
+struct ppl_hooks *ppl_hooks_create(const char *datadir, const struct ppl_config *cfg, char *err, size_t errlen);
 void ppl_hooks_destroy(struct ppl_hooks *h);
 void ppl_hooks_snapshot(struct ppl_hooks *h, struct ppl_hook_counts *out);
 /* "redo_log: write 3/1536 B, commit 1; tablespace: read 2/32768 B" for
@@ -87,6 +89,14 @@ int ppl_hooks_engine_format(struct ppl_hooks *h, char *buf, size_t len);
 
 int ppl_hook_write(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset,
 		   const struct iovec *iov, int iovcnt, size_t len, bool stable);
+/* Before the sub-FSAL writes: may wait (a checkpoint write waits until
+ * the pages it would make unrecoverable are materialized; a page write
+ * waits while the engine materializes that page). Nonzero (an errno) fails
+ * the WRITE without writing. Every successful call is paired with
+ * ppl_hook_write_end() once the sub-FSAL's write completed (or failed). */
+int ppl_hook_write_begin(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset,
+			 const struct iovec *iov, int iovcnt, size_t len);
+void ppl_hook_write_end(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, size_t len);
 int ppl_hook_commit(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, size_t len);
 int ppl_hook_read(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset,
 		  struct iovec *iov, int iovcnt, size_t len);

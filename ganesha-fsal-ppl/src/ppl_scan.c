@@ -1,14 +1,17 @@
 /* Start-up scan: NFS clients keep file handles across a Ganesha restart
  * (mariadbd keeps writing ib_logfile0 through the handle it had), and a
  * handle carries no name. Walking the export once through the sub-FSAL
- * records the class of every file where MariaDB puts them (the data
- * directory and one level of database directories), so such handles
- * resolve to the right class from the first request on. */
+ * records the class of every file where MariaDB puts them (a data
+ * directory up to three levels below the export, as the engine looks for
+ * ib_logfile0, and its database directories), so such handles resolve to
+ * the right class from the first request on. A table whose handle stayed
+ * unresolved would be read without its pending records: a page whose
+ * write was elided would come back stale. */
 #include "ppl_fsal.h"
 
 #include <time.h>
 
-#define SCAN_DEPTH 2            /* datadir/ib_logfile0, datadir/db/t.ibd */
+#define SCAN_DEPTH 5            /* export/a/b/c/ib_logfile0, export/a/b/c/db/t.ibd */
 #define SCAN_MAX_FILES 1000000u /* a bound, not a limit MariaDB reaches */
 
 struct scan {
@@ -92,8 +95,9 @@ void ppl_scan_export(struct ppl_export *pexp)
 	s.capdirs = 16;
 	st = scan_dir(&s, root);
 	root->obj_ops->release(root);
-	/* One more level: database directories. Their subdirectories are
-	 * not walked (s.dirs = NULL makes scan_entry release them). */
+	/* The levels below, down to database directories of the deepest
+	 * data directory; the last level's subdirectories are not walked
+	 * (s.dirs = NULL makes scan_entry release them). */
 	for (int depth = 1; depth < SCAN_DEPTH && !FSAL_IS_ERROR(st); depth++) {
 		size_t end = s.ndirs;
 		struct fsal_obj_handle **level = s.dirs;

@@ -32,6 +32,13 @@ def ppl_fsal(pool_path, params="", sub="FSAL { Name = VFS; }"):
     return f"FSAL {{ Name = PPL; {pool} {params} {sub} }}"
 
 
+def make_pool(pool_path, identity, size="4M"):
+    """The pool an export with elision needs (made explicitly, as an operator would)."""
+    os.makedirs(os.path.dirname(pool_path), exist_ok=True)
+    subprocess.run([paths.tool("ppl-inspect"), "pool", "create", str(pool_path), "--identity", str(identity),
+                    "--size", size], check=True, capture_output=True)
+
+
 def make_server(tmp_path, plugins_dir, params="", pool=True, sub="FSAL { Name = VFS; }"):
     export = tmp_path / "export"
     export.mkdir(exist_ok=True)
@@ -112,6 +119,10 @@ def test_startup_line_shows_every_setting(tmp_path, plugins_dir):
               f'Page_Cache_Size = 0; Elision_Address = "127.0.0.1"; Elision_Port = {port}; '
               f'Elision_Clients = "127.0.0.1, 10.1.0.0/16, ::1"; Elision_Token = "hunter2-secret"; '
               f'Verify = true; Stats_Interval = 7;')
+    (tmp_path / "pmem").mkdir()
+    subprocess.run([paths.tool("ppl-inspect"), "pool", "create", str(tmp_path / "pmem" / "ppl.pool"),
+                    "--identity", str(tmp_path / "export"), "--size", "4M", "--block-size", "128",
+                    "--max-per-page", "512"], check=True, capture_output=True)
     with make_server(tmp_path, plugins_dir, params).start() as g:
         cfg = g.wait_log(r"PPL: export \S+ over FSAL VFS: (.*)", timeout=1).group(1)
     for item in ("Pool_Size=4194304", "Block_Size=128", "Max_Per_Page=512", "Apply_Threads=4",
@@ -196,15 +207,18 @@ def test_handles_kept_across_restart_keep_their_class(tmp_path, plugins_dir):
     g = make_server(tmp_path, plugins_dir, "Stats_Interval = 0;")
     exp = g.export_path
     os.makedirs(os.path.join(exp, "db1", "deeper"))
+    os.makedirs(os.path.join(exp, "a", "b", "c", "db", "deeper"))
     for name in ("ib_logfile0", "ibdata1", "undo001", "notes.txt", "db1/t.ibd", "db1/t.frm",
-                 "db1/deeper/x.ibd"):
+                 "db1/deeper/x.ibd", "a/b/c/db/t2.ibd", "a/b/c/db/deeper/y.ibd"):
         with open(os.path.join(exp, name), "wb") as f:
             f.write(b"\0" * 4096)
     try:
         g.start()
         scan = g.wait_log(r"PPL: export \S+: scanned (\d+) files in \d+ ms: (.*)", timeout=1)
-        assert scan and scan.group(1) == "6", g.tail_log()   # depth 2: db1/deeper is not walked
-        assert scan.group(2) == "redo log found, 1 tablespaces, 1 system, 1 undo, 2 other"
+        # a datadir up to three levels down and its database directories;
+        # nothing deeper (a/b/c/db/deeper is not walked)
+        assert scan and scan.group(1) == "8", g.tail_log()
+        assert scan.group(2) == "redo log found, 3 tablespaces, 1 system, 1 undo, 2 other"
         with Client(g.url("")) as c:
             log = c.open("ib_logfile0")
             page = c.open("db1/t.ibd")
@@ -460,6 +474,7 @@ def test_example_fsal_block_starts_an_export(tmp_path, plugins_dir):
     block = re.sub(r"Elision_Port = \d+", f"Elision_Port = {port}", block)
     export = tmp_path / "export"
     export.mkdir()
+    make_pool(tmp_path / "pmem" / "ppl.pool", export)
     with Ganesha(tmp_path / "ganesha", export, fsal=block, plugins_dir=plugins_dir).start() as g:
         cfg = g.wait_log(r"PPL: export \S+ over FSAL VFS: (.*)", timeout=1).group(1)
         assert f"Elision=127.0.0.1:{port}" in cfg and "Max_Per_Page=256" in cfg
@@ -492,9 +507,50 @@ def test_whole_example_config_serves(tmp_path, plugins_dir):
 
     (tmp_path / "pmem").mkdir()
     (tmp_path / "data").mkdir()
+    make_pool(tmp_path / "pmem" / "ppl.pool", tmp_path / "data")
     with Ganesha(tmp_path / "ganesha", tmp_path / "data", pseudo="/ppl", config=config).start() as g:
         assert re.search(r"CONFIG :(CRIT|MAJ|WARN) :Config File", g.log_text()) is None, g.tail_log()
         assert g.wait_log(r"PPL: export \S+ over FSAL VFS: .*Elision=127\.0\.0\.1:%d" % elision_port, 1)
         with Client(g.url("")) as c:
             c.write_file("ib_logfile0", b"example" * 100)
         assert backing(g, "ib_logfile0") == b"example" * 100
+
+
+# -- elision service --------------------------------------------------------
+
+def test_elision_needs_the_pool_made_for_this_export(tmp_path, plugins_dir):
+    port = free_port()
+    params = f'Elision_Port = {port}; Elision_Token = "tok";'
+    g = make_server(tmp_path, plugins_dir, params)
+    with pytest.raises(GaneshaError):
+        g.start(timeout=15)
+    assert "ppl-inspect pool create" in g.log_text(), g.tail_log()
+    g.stop()
+    make_pool(tmp_path / "pmem" / "ppl.pool", "/some/other/datadir")
+    g = make_server(tmp_path, plugins_dir, params)
+    with pytest.raises(GaneshaError):
+        g.start(timeout=15)
+    assert 'belongs to "/some/other/datadir"' in g.log_text(), g.tail_log()
+    g.stop()
+
+
+def test_elision_refuses_clients_not_allowed(tmp_path, plugins_dir):
+    import socket
+    import struct
+    port = free_port()
+    make_pool(tmp_path / "pmem" / "ppl.pool", tmp_path / "export")
+    params = f'Elision_Port = {port}; Elision_Token = "tok"; Elision_Clients = "10.9.9.9";'
+    with make_server(tmp_path, plugins_dir, params).start() as g:
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        # a well-formed hello (ppl/elision_proto.h); the server closes without answering
+        token = b"tok"
+        s.sendall(struct.pack(">BBHI", 1, 0, 12 + len(token), 0) +
+                  struct.pack(">IHHHH", 0x50504C45, 1, 1, len(token), 0) + token)
+        s.settimeout(5)
+        try:
+            data = s.recv(64)
+        except ConnectionResetError:
+            data = b""
+        assert data == b""
+        s.close()
+    assert re.search(r"elision: \d+ asked, 0 acked.*clients refused [1-9]", g.log_text()), g.tail_log()

@@ -16,6 +16,18 @@ struct ppl_datadir;
 struct ppl_datadir *ppl_datadir_open(const char *dir, char *err, size_t errlen);
 void ppl_datadir_close(struct ppl_datadir *d);
 size_t ppl_datadir_spaces(struct ppl_datadir *d);
+/* The log says `relpath` (as InnoDB names it: "./db/t.ibd") holds space:
+ * for files whose page 0 was never written. */
+void ppl_datadir_note(struct ppl_datadir *d, uint32_t space, const char *relpath);
+/* MariaDB's datadir turned out to be dir (found later than the map was
+ * made): look there from now on. */
+int ppl_datadir_set_root(struct ppl_datadir *d, const char *dir);
+/* The file with this inode holds space (learned from a page of it). */
+void ppl_datadir_bind(struct ppl_datadir *d, uint64_t ino, uint32_t space);
+/* The space held by the file with this inode: 0, or -1 if not known. */
+int ppl_datadir_space_of(struct ppl_datadir *d, uint64_t ino, uint32_t *space);
+/* The path of the space's file into out: 0, or -1 if there is none. */
+int ppl_datadir_path(struct ppl_datadir *d, uint32_t space, char *out, size_t outlen);
 /* Shaped as ppl_pool_page_read_fn / _write_fn; arg is the datadir. A page
  * past the end of its file reads as zeros. write: 0 once durable. */
 int ppl_datadir_read_page(void *arg, uint32_t space, uint32_t page_no, uint8_t *buf, size_t size);

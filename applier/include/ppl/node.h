@@ -57,6 +57,9 @@ int ppl_node_log_open(struct ppl_node *n, uint64_t file_size);
 /* Bytes written to ib_logfile0 at off. 0, or -1 if the log is damaged
  * (ppl_node_error()); records before the damage stay indexed. */
 int ppl_node_log_write(struct ppl_node *n, uint64_t off, const void *buf, size_t len);
+/* A node opened with log_is_file_image has read the log file up to the end
+ * of its valid records; from now on it is fed a server's writes. */
+int ppl_node_log_live(struct ppl_node *n);
 /* Start parsing at lsn (a checkpoint, or the restart point). */
 int ppl_node_log_start(struct ppl_node *n, uint64_t lsn);
 /* No more log will come (batch use). */

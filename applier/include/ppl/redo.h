@@ -109,6 +109,13 @@ int ppl_redo_feed(struct ppl_redo_reader *r, uint64_t off, const void *buf, size
  * fed before are dropped: call this before feeding the record area. */
 int ppl_redo_start_at(struct ppl_redo_reader *r, uint64_t lsn);
 
+/* The log read from the file so far ends at the parse point; from now on
+ * the bytes come from a server's writes, judged with tail_slack (as in
+ * ppl_redo_reader_new()). What was read past the parse point is dropped:
+ * the server writes it again, starting with its tail block. -1 if the log
+ * is already corrupt. */
+int ppl_redo_go_live(struct ppl_redo_reader *r, size_t tail_slack);
+
 /* Call when no more bytes will come (batch replay): a stall that is
  * contradicted by a checkpoint beyond it becomes an error. */
 int ppl_redo_finish(struct ppl_redo_reader *r);
