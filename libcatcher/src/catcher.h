@@ -222,6 +222,9 @@ void catcher_count_error(unsigned cls);
 /* Which interface a write to a tracked file came through. */
 enum catcher_style { STYLE_PWRITE, STYLE_PWRITEV, STYLE_IO_URING, STYLE_LIBAIO, STYLE_COUNT };
 void catcher_count_style(enum catcher_style s);
+/* Bytes on the elision connection (hellos included) and questions sent,
+ * so a run can weigh what the questions cost against the pages saved. */
+void catcher_count_wire(size_t sent, size_t received, unsigned questions);
 void catcher_stats_dump(void); /* async-signal-safe */
 void catcher_stats_tick(void); /* periodic log line, from the write path */
 void catcher_stats_after_fork(void);

@@ -96,6 +96,7 @@ static int send_until(int fd, const uint8_t *p, size_t n, uint64_t deadline)
 	while (n) {
 		ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w > 0) {
+			catcher_count_wire((size_t)w, 0, 0);
 			p += w;
 			n -= (size_t)w;
 			continue;
@@ -116,6 +117,7 @@ static int recv_until(int fd, uint8_t *buf, size_t cap, size_t *have, uint64_t d
 	for (;;) {
 		ssize_t r = recv(fd, buf + *have, cap - *have, MSG_DONTWAIT);
 		if (r > 0) {
+			catcher_count_wire(0, (size_t)r, 0);
 			*have += (size_t)r;
 			return 1;
 		}
@@ -240,6 +242,7 @@ static void exchange(struct slot *s, struct catcher_query **q, size_t n, uint64_
 			olen += ppl_elide_put_req(out + olen, &r);
 			sent++;
 		}
+		catcher_count_wire(0, 0, (unsigned)(olen / PPL_ELIDE_REQ_LEN));
 		int r = olen ? send_until(s->fd, out, olen, deadline) : 0;
 		if (r == 0)
 			r = recv_until(s->fd, in, sizeof in, &have, deadline);

@@ -24,6 +24,7 @@ struct cstats {
 
 static struct cstats stats[CLASS_COUNT];
 static uint64_t styles[STYLE_COUNT];
+static uint64_t wire_sent, wire_received, wire_questions;
 static int dumping;
 static uint64_t next_tick_ns;
 
@@ -58,6 +59,16 @@ void catcher_count_write(unsigned cls, size_t bytes)
 void catcher_count_style(enum catcher_style s)
 {
 	ADD(styles[s], 1);
+}
+
+void catcher_count_wire(size_t sent, size_t received, unsigned questions)
+{
+	if (sent)
+		ADD(wire_sent, sent);
+	if (received)
+		ADD(wire_received, received);
+	if (questions)
+		ADD(wire_questions, questions);
 }
 
 void catcher_count_error(unsigned cls)
@@ -216,6 +227,10 @@ void catcher_stats_dump(void)
 		put_kv(&o, "pwritev", GET(styles[STYLE_PWRITEV]), true);
 		put_kv(&o, "io_uring", GET(styles[STYLE_IO_URING]), true);
 		put_kv(&o, "libaio", GET(styles[STYLE_LIBAIO]), false);
+		put(&o, "}, \"elision\": {");
+		put_kv(&o, "questions", GET(wire_questions), true);
+		put_kv(&o, "bytes_sent", GET(wire_sent), true);
+		put_kv(&o, "bytes_received", GET(wire_received), false);
 		put(&o, "}");
 		put(&o, "}\n");
 		flush_out(&o);

@@ -711,6 +711,11 @@ static void run(const char *style, const struct behaviour *b)
 		if (lf)
 			fclose(lf);
 		CHECK_EQ_U(n, 13 + 1); /* + the forked child's page 2 */
+		/* the parent's own questions, and their bytes on the wire: 32 per
+		 * question and 16 per verdict, plus one hello exchange at least */
+		CHECK_EQ_U(json_get(j, "elision", "questions"), 13);
+		CHECK(json_get(j, "elision", "bytes_sent") >= 13 * 32 + 20);
+		CHECK(json_get(j, "elision", "bytes_received") >= 13 * 16 + 20);
 	}
 	free(js);
 }
