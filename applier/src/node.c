@@ -526,6 +526,19 @@ int ppl_node_log_write(struct ppl_node *n, uint64_t off, const void *buf, size_t
 	return r ? -1 : 0;
 }
 
+int ppl_node_log_durable(struct ppl_node *n, uint64_t lsn)
+{
+	if (!n->reader)
+		return -1;
+	pthread_rwlock_wrlock(&n->lock);
+	int r = ppl_redo_durable(n->reader, lsn);
+	if (r && !n->fail)
+		snprintf(n->err, sizeof n->err, "%s", ppl_redo_error(n->reader));
+	pthread_rwlock_unlock(&n->lock);
+	deliver_events(n);
+	return r ? -1 : 0;
+}
+
 int ppl_node_log_live(struct ppl_node *n)
 {
 	if (!n->reader)
@@ -747,7 +760,13 @@ unsigned ppl_node_elide(struct ppl_node *n, uint32_t space, uint32_t page_no, ui
 	pthread_rwlock_rdlock(&n->lock);
 	const struct npage *p = find(n, key_of(space, page_no));
 	if (!p || !p->head) {
-		verdict = PPL_ELIDE_NACK_UNKNOWN_PAGE;
+		/* Nothing pending: only a data file that already holds this
+		 * very page (materialized since its last change) can stand
+		 * in for the write. */
+		verdict = read_base(read_arg, space, page_no, frame) == 0 && ppl_page_lsn(frame) == lsn &&
+				  ppl_page_stored_crc(frame, n->cfg.page_size) == checksum
+			  ? PPL_ELIDE_ACK
+			  : PPL_ELIDE_NACK_UNKNOWN_PAGE;
 	} else if (p->diverged) {
 		verdict = PPL_ELIDE_NACK_UNSUPPORTED;
 	} else if (lsn > CHUNK_END(p->tail)) {

@@ -396,6 +396,17 @@ int ppl_redo_feed(struct ppl_redo_reader *r, uint64_t off, const void *buf, size
 	return parse(r);
 }
 
+int ppl_redo_durable(struct ppl_redo_reader *r, uint64_t lsn)
+{
+	if (r->state == PPL_REDO_CORRUPT)
+		return -1;
+	if (!r->started || r->slack == PPL_REDO_FILE_IMAGE || lsn <= r->final || lsn > r->lsn + r->fill)
+		return 0;
+	r->final = lsn;
+	r->st.durable_marks++;
+	return parse(r);
+}
+
 int ppl_redo_start_at(struct ppl_redo_reader *r, uint64_t lsn)
 {
 	if (!r->have_hdr || lsn < r->hdr.first_lsn)

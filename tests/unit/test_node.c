@@ -118,11 +118,17 @@ int main(void)
 	CHECK(ppl_node_rebuild(n, 5, 9, page, UINT64_MAX, &changed, &e) == PPL_APPLY_OK && changed);
 	ppl_node_page_written(n, page);
 	CHECK(!ppl_node_page_info(n, 5, 9, &info));
+	/* Nothing pending: only the page the data file holds can be elided. */
+	CHECK_EQ_U(ppl_node_elide(n, 5, 9, lsn2, crc2, read_disk, NULL), PPL_ELIDE_NACK_UNKNOWN_PAGE);
+	memcpy(disk, page, PS);
+	CHECK_EQ_U(ppl_node_elide(n, 5, 9, lsn2, crc2, read_disk, NULL), PPL_ELIDE_ACK);
+	CHECK_EQ_U(ppl_node_elide(n, 5, 9, lsn2, crc2 ^ 1, read_disk, NULL), PPL_ELIDE_NACK_UNKNOWN_PAGE);
+	CHECK_EQ_U(ppl_node_elide(n, 5, 9, lsn2 + 1, crc2, read_disk, NULL), PPL_ELIDE_NACK_UNKNOWN_PAGE);
 
 	struct ppl_node_stats st;
 	ppl_node_get_stats(n, &st);
 	CHECK_EQ_U(st.mtrs, 3);
-	CHECK(st.elide_acked == 2 && st.divergences == 1);
+	CHECK(st.elide_acked == 3 && st.divergences == 1);
 	ppl_node_free(n);
 	free(l.file);
 	CHECK_DONE();

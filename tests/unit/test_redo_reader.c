@@ -206,6 +206,41 @@ static void test_tail_block_junk(void)
 	free(l.file);
 }
 
+/* A page write asked about at an LSN proves the log durable up to it: the
+ * provisional tail write becomes final that far, and no further. */
+static void test_durable_mark(void)
+{
+	struct synlog l;
+	syn_init(&l, 1 << 20, 12288);
+	fill(&l, 100, NULL);
+	struct seen s;
+	struct ppl_redo_reader *r = reader(&l, &s, 512);
+	size_t end = syn_off(&l, l.lsn);
+	CHECK(ppl_redo_feed(r, 0, l.file, end) == 0);
+	uint8_t ck[64];
+	syn_checkpoint(ck, l.lsn, l.lsn);
+	CHECK(ppl_redo_feed(r, 8192, ck, sizeof(ck)) == 0);
+	CHECK_EQ_U(s.n, 100);
+	uint64_t starts[3];
+	fill(&l, 3, starts);
+	uint64_t last_end = l.lsn;
+	size_t from = end & ~(size_t)511, to = syn_off(&l, l.lsn);
+	CHECK(to - from <= 4096);
+	CHECK(ppl_redo_feed(r, from, l.file + from, to - from) == 0);
+	CHECK_EQ_U(s.n, 100); /* provisional: nothing parsed */
+	CHECK(ppl_redo_durable(r, last_end + 100) == 0);
+	CHECK_EQ_U(s.n, 100); /* the reader does not hold those bytes */
+	CHECK(ppl_redo_durable(r, starts[1] + 3) == 0);
+	CHECK_EQ_U(s.n, 101); /* mtr 101 is cut by the mark */
+	CHECK(ppl_redo_state(r) != PPL_REDO_CORRUPT);
+	CHECK(ppl_redo_durable(r, last_end) == 0);
+	CHECK_EQ_U(s.n, 103);
+	CHECK_EQ_U(ppl_redo_lsn(r), last_end);
+	CHECK_EQ_U(ppl_redo_stats(r)->durable_marks, 2);
+	ppl_redo_reader_free(r);
+	free(l.file);
+}
+
 static void test_torn_tail(void)
 {
 	struct synlog l;
@@ -452,6 +487,7 @@ int main(void)
 	test_tail_rewrite();
 	test_file_then_live();
 	test_tail_block_junk();
+	test_durable_mark();
 	test_torn_tail();
 	test_bad_crc();
 	test_wraps();

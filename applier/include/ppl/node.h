@@ -57,6 +57,9 @@ int ppl_node_log_open(struct ppl_node *n, uint64_t file_size);
 /* Bytes written to ib_logfile0 at off. 0, or -1 if the log is damaged
  * (ppl_node_error()); records before the damage stay indexed. */
 int ppl_node_log_write(struct ppl_node *n, uint64_t off, const void *buf, size_t len);
+/* The server's log is durable up to lsn (ppl_redo_durable()): parse what
+ * the node holds below it. 0, or -1 if the log is damaged. */
+int ppl_node_log_durable(struct ppl_node *n, uint64_t lsn);
 /* A node opened with log_is_file_image has read the log file up to the end
  * of its valid records; from now on it is fed a server's writes. */
 int ppl_node_log_live(struct ppl_node *n);

@@ -83,6 +83,7 @@ enum ppl_redo_state {
 
 struct ppl_redo_stats {
 	uint64_t bytes_fed, mtrs, rec_bytes, rewrites, ignored_old_bytes, header_writes, checkpoint_writes;
+	uint64_t durable_marks; /* ppl_redo_durable() calls that made bytes final */
 };
 
 struct ppl_redo_reader;
@@ -104,6 +105,15 @@ void ppl_redo_reader_free(struct ppl_redo_reader *r);
  * the log is corrupt (ppl_redo_error() says why; nothing past the last valid
  * mtr was or will be emitted). */
 int ppl_redo_feed(struct ppl_redo_reader *r, uint64_t off, const void *buf, size_t len);
+
+/* The server says its log is durable up to lsn: InnoDB writes a page only
+ * after flushing its log up to the page's LSN, so a page write asked about
+ * at that LSN is such a statement (from an authenticated client). The bytes
+ * the reader holds below lsn are then final, even those of a provisional
+ * tail write, and are parsed. Ignored when the reader does not hold every
+ * byte up to lsn (the write has not arrived: nothing is final then), and
+ * for a file image. Returns like ppl_redo_feed(). */
+int ppl_redo_durable(struct ppl_redo_reader *r, uint64_t lsn);
 
 /* Starts (or restarts) parsing at lsn; needs a parsed header. Record bytes
  * fed before are dropped: call this before feeding the record area. */
