@@ -372,7 +372,8 @@ def inner(a):
     print_table(results, a, data, buffer_pool, a.netns)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"data_bytes": data, "buffer_pool": buffer_pool, "runs": results}, f, indent=1)
+            json.dump({"data_bytes": data, "buffer_pool": buffer_pool, "netns": a.netns, "runs": results}, f,
+                      indent=1)
     if not a.keep and not a.work:
         shutil.rmtree(work, ignore_errors=True)
 
