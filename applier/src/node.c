@@ -749,6 +749,17 @@ static void record_types(const struct npage *p, char *out, size_t outlen)
 	}
 }
 
+static void mark_diverged(struct ppl_node *n, uint32_t space, uint32_t page_no)
+{
+	pthread_rwlock_wrlock(&n->lock);
+	struct npage *w = find(n, key_of(space, page_no));
+	if (w && !w->diverged) {
+		w->diverged = true;
+		n->st.divergences++;
+	}
+	pthread_rwlock_unlock(&n->lock);
+}
+
 unsigned ppl_node_elide(struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t lsn, uint32_t checksum,
 			ppl_node_read_fn read_base, void *read_arg)
 {
@@ -798,18 +809,57 @@ unsigned ppl_node_elide(struct ppl_node *n, uint32_t space, uint32_t page_no, ui
 	}
 	pthread_rwlock_unlock(&n->lock);
 	free(frame);
-	if (verdict == PPL_ELIDE_NACK_CHECKSUM || verdict == PPL_ELIDE_NACK_UNSUPPORTED) {
-		pthread_rwlock_wrlock(&n->lock);
-		struct npage *w = find(n, key_of(space, page_no));
-		if (w && !w->diverged) {
-			w->diverged = true;
-			n->st.divergences++;
-		}
-		pthread_rwlock_unlock(&n->lock);
-	}
+	if (verdict == PPL_ELIDE_NACK_CHECKSUM || verdict == PPL_ELIDE_NACK_UNSUPPORTED)
+		mark_diverged(n, space, page_no);
 	if (verdict == PPL_ELIDE_ACK)
 		__atomic_add_fetch(&n->st.elide_acked, 1, __ATOMIC_RELAXED);
 	return verdict;
+}
+
+int ppl_node_verify(struct ppl_node *n, const uint8_t *image, ppl_node_read_fn read_base, void *read_arg)
+{
+	size_t ps = n->cfg.page_size;
+	uint32_t space = ppl_page_space(image), page_no = ppl_page_no(image);
+	uint64_t lsn = ppl_page_lsn(image);
+	uint8_t *frame = aligned_alloc(4096, ps);
+	if (!frame)
+		return 0;
+	int result = 0;
+	char types[200] = "", why[200] = "";
+	pthread_rwlock_rdlock(&n->lock);
+	const struct npage *p = find(n, key_of(space, page_no));
+	if (p && p->head && !p->diverged && p->head->start < lsn) {
+		bool changed = false;
+		struct ppl_apply_error e;
+		int rd = p->from_init ? (memset(frame, 0, ps), 0) : read_base(read_arg, space, page_no, frame);
+		enum ppl_apply_status s = rd ? PPL_APPLY_OK : rebuild_locked(n, p, space, page_no, frame, lsn, &changed, &e);
+		if (rd == 0 && s != PPL_APPLY_OK) {
+			result = -1;
+			snprintf(why, sizeof why, "the records do not apply: %s", e.msg);
+		} else if (rd == 0 && ppl_page_lsn(frame) == lsn) {
+			size_t at = 0;
+			while (at < ps && frame[at] == image[at])
+				at++;
+			result = at == ps ? 1 : -1;
+			if (result < 0) {
+				size_t differ = 0;
+				for (size_t i = at; i < ps; i++)
+					differ += frame[i] != image[i];
+				snprintf(why, sizeof why, "%zu byte(s) differ, the first at offset %zu", differ, at);
+			}
+		}
+		if (result < 0)
+			record_types(p, types, sizeof types);
+	}
+	pthread_rwlock_unlock(&n->lock);
+	if (result < 0) {
+		say(n, "divergence (verify): page %u:%u (%s) at LSN %llu: the page rebuilt from the log differs from "
+		    "the page written: %s; records: %s; this page falls back to full page writes",
+		    space, page_no, ppl_page_type_name(ppl_page_type(image)), (unsigned long long)lsn, why, types);
+		mark_diverged(n, space, page_no);
+	}
+	free(frame);
+	return result;
 }
 
 void ppl_node_get_stats(struct ppl_node *n, struct ppl_node_stats *out)

@@ -69,6 +69,8 @@ struct ppl_engine {
 	uint64_t materialized, gate_waits, gate_ns;
 
 	uint64_t reads, pages_rebuilt, rebuild_failures, pages_written;
+	bool verify;                   /* Verify = true: page writes compared with rebuilds */
+	uint64_t verify_same, verify_diverged, verify_skipped;
 };
 
 /* How many times ingest start may find a damaged log tail before the
@@ -725,6 +727,33 @@ static unsigned stripe_of(uint64_t fileid, uint64_t unit)
 	return (unsigned)((k ^ (k >> 29)) % STRIPES);
 }
 
+void ppl_engine_set_verify(struct ppl_engine *e, bool on)
+{
+	e->verify = on;
+}
+
+static int read_base(void *arg, uint32_t space, uint32_t page_no, uint8_t *frame);
+
+/* Verify mode: each whole page about to be written, against the page the
+ * index rebuilds at its LSN from the data file (not yet overwritten). */
+static void verify_write(struct ppl_engine *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len)
+{
+	struct ppl_node *n = node_of(e);
+	size_t ps = e->page_size;
+	if (n == NULL || e->dd == NULL || ps == 0 || off % ps)
+		return;
+	uint8_t *frame = aligned_alloc(4096, ps);
+	if (frame == NULL)
+		return;
+	for (uint64_t p = off; p + ps <= off + len; p += ps) {
+		iov_copy((struct iovec *)iov, iovcnt, p - off, frame, ps, true);
+		int r = ppl_node_verify(n, frame, read_base, e);
+		__atomic_add_fetch(r > 0 ? &e->verify_same : r < 0 ? &e->verify_diverged : &e->verify_skipped, 1,
+				   __ATOMIC_RELAXED);
+	}
+	free(frame);
+}
+
 int ppl_engine_write_begin(struct ppl_engine *e, bool is_log, uint64_t fileid, uint64_t off, const struct iovec *iov,
 			   int iovcnt, size_t len)
 {
@@ -738,8 +767,11 @@ int ppl_engine_write_begin(struct ppl_engine *e, bool is_log, uint64_t fileid, u
 			pthread_mutex_lock(&e->order_lock);
 		return rc;
 	}
-	if (e->pool == NULL || len == 0)
+	if (e->pool == NULL || len == 0) {
+		if (e->verify)
+			verify_write(e, off, iov, iovcnt, len);
 		return 0;
+	}
 	pthread_mutex_lock(&e->stripe_lock);
 	for (uint64_t u = off >> STRIPE_SHIFT; u <= (off + len - 1) >> STRIPE_SHIFT; u++) {
 		unsigned s = stripe_of(fileid, u);
@@ -748,6 +780,8 @@ int ppl_engine_write_begin(struct ppl_engine *e, bool is_log, uint64_t fileid, u
 		e->inflight[s]++;
 	}
 	pthread_mutex_unlock(&e->stripe_lock);
+	if (e->verify)
+		verify_write(e, off, iov, iovcnt, len);
 	return 0;
 }
 
@@ -1031,6 +1065,17 @@ static int format_engine(struct ppl_engine *e, char *buf, size_t len)
 			__atomic_load_n(&e->pages_written, __ATOMIC_RELAXED), e->stopped ? "; INGEST STOPPED" : "");
 }
 
+static int format_verify(struct ppl_engine *e, char *buf, size_t len)
+{
+	if (!e->verify)
+		return 0;
+	return snprintf(buf, len, "; verify: %" PRIu64 " page writes identical to the rebuild, %" PRIu64
+			" diverged, %" PRIu64 " not comparable",
+			__atomic_load_n(&e->verify_same, __ATOMIC_RELAXED),
+			__atomic_load_n(&e->verify_diverged, __ATOMIC_RELAXED),
+			__atomic_load_n(&e->verify_skipped, __ATOMIC_RELAXED));
+}
+
 static int format_elision(struct ppl_engine *e, char *buf, size_t len)
 {
 	if (e->elision == NULL)
@@ -1060,5 +1105,9 @@ int ppl_engine_format(struct ppl_engine *e, char *buf, size_t len)
 	int k = format_engine(e, buf, len);
 	if (k < 0 || (size_t)k >= len)
 		return k;
+	int v = format_verify(e, buf + k, len - (size_t)k);
+	if (v < 0 || (size_t)(k + v) >= len)
+		return k + (v < 0 ? 0 : v);
+	k += v;
 	return k + format_elision(e, buf + k, len - (size_t)k);
 }

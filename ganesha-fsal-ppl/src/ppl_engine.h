@@ -9,7 +9,7 @@
  * With elision on, pages whose writes were elided are materialized
  * (through the pool's doublewrite slots) before MariaDB's checkpoint may
  * pass their records. Not yet here: per-page records in the pool,
- * background materialization, verify mode. */
+ * background materialization. */
 #ifndef PPL_ENGINE_H
 #define PPL_ENGINE_H
 
@@ -47,6 +47,12 @@ int ppl_engine_read(struct ppl_engine *e, uint64_t fileid, uint64_t off, struct 
 /* A write to a page file reached the file: whole pages become bases. */
 void ppl_engine_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
 		      size_t len);
+
+/* Verify = true: every full page write is first compared byte for byte
+ * with the page the index rebuilds at its LSN; divergences are counted in
+ * the stats line and logged (space id, page number, page type, record
+ * types), and the page falls back to full page writes. */
+void ppl_engine_set_verify(struct ppl_engine *e, bool on);
 
 /* Elision (Elision_Port set): opens the pool (its doublewrite slots are
  * checked and torn data-file pages restored), starts the service. 0, or

@@ -87,6 +87,7 @@ struct ppl_hooks *ppl_hooks_create(const char *datadir, const struct ppl_config 
 		free(h);
 		return NULL;
 	}
+	ppl_engine_set_verify(h->engine, cfg->verify);
 	if (cfg->elision_port && ppl_engine_start_elision(h->engine, cfg, err, errlen) != 0) {
 		ppl_engine_free(h->engine);
 		free(h);

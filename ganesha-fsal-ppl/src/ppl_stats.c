@@ -7,7 +7,7 @@
 void ppl_stats_log(struct ppl_export *pexp, const char *when)
 {
 	struct ppl_hook_counts c;
-	char line[2048], engine[1024];
+	char line[2048], engine[1536];
 
 	ppl_hooks_snapshot(pexp->hooks, &c);
 	ppl_hook_counts_format(&c, line, sizeof(line));

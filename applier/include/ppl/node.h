@@ -117,6 +117,15 @@ typedef int (*ppl_node_read_fn)(void *arg, uint32_t space, uint32_t page_no, uin
 unsigned ppl_node_elide(struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t lsn, uint32_t checksum,
 			ppl_node_read_fn read_base, void *read_arg);
 
+/* Verify mode: a full page image is about to be written. If the index can
+ * rebuild the page at the image's LSN, the rebuild is compared with the
+ * image byte for byte. 1: identical; 0: not comparable (nothing pending
+ * for the page, or records that do not reach its LSN); -1: they differ,
+ * the page is marked diverged (full page writes only) and reported
+ * through the config's log with its type, the first differing byte and
+ * the record types involved. */
+int ppl_node_verify(struct ppl_node *n, const uint8_t *image, ppl_node_read_fn read_base, void *read_arg);
+
 /* ---- files -------------------------------------------------------------- */
 
 /* File-level events from the log, in LSN order, for the embedder to act on
