@@ -526,6 +526,19 @@ int ppl_node_log_write(struct ppl_node *n, uint64_t off, const void *buf, size_t
 	return r ? -1 : 0;
 }
 
+int ppl_node_log_hold(struct ppl_node *n, uint64_t off, const void *buf, size_t len)
+{
+	if (!n->reader)
+		return -1;
+	pthread_rwlock_wrlock(&n->lock);
+	int r = ppl_redo_hold(n->reader, off, buf, len);
+	if (r && !n->fail)
+		snprintf(n->err, sizeof n->err, "%s", ppl_redo_error(n->reader));
+	pthread_rwlock_unlock(&n->lock);
+	deliver_events(n);
+	return r ? -1 : 0;
+}
+
 int ppl_node_log_durable(struct ppl_node *n, uint64_t lsn)
 {
 	if (!n->reader)

@@ -54,6 +54,7 @@ struct ppl_redo_reader {
 	struct ppl_checkpoint ck;
 
 	bool started;
+	bool holding;           /* ppl_redo_hold(): bytes placed, nothing confirmed */
 	uint64_t lsn;           /* LSN of buf[0] = next mtr start */
 	uint64_t final;         /* bytes below this LSN are final (server writes) */
 	uint8_t *buf;
@@ -290,8 +291,9 @@ static int feed_area(struct ppl_redo_reader *r, uint64_t off, const uint8_t *p, 
 	if (k < 0)
 		return -1;
 	if (!k)
-		return add_pending(r, lsn, p, len);
-	confirm(r, wstart, (size_t)wlen);
+		return r->holding ? 0 : add_pending(r, lsn, p, len);
+	if (!r->holding)
+		confirm(r, wstart, (size_t)wlen);
 	return merge_pending(r);
 }
 
@@ -394,6 +396,16 @@ int ppl_redo_feed(struct ppl_redo_reader *r, uint64_t off, const void *buf, size
 	if (!r->started)
 		return 0;
 	return parse(r);
+}
+
+int ppl_redo_hold(struct ppl_redo_reader *r, uint64_t off, const void *buf, size_t len)
+{
+	if (r->slack == PPL_REDO_FILE_IMAGE)
+		return 0;
+	r->holding = true;
+	int rc = ppl_redo_feed(r, off, buf, len);
+	r->holding = false;
+	return rc;
 }
 
 int ppl_redo_durable(struct ppl_redo_reader *r, uint64_t lsn)

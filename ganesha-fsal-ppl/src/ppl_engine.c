@@ -69,6 +69,9 @@ struct ppl_engine {
 	uint64_t materialized, gate_waits, gate_ns;
 
 	uint64_t reads, pages_rebuilt, rebuild_failures, pages_written;
+	uint64_t suspect_upto;         /* after a restart: pages with records below this LSN may
+					* have been elided by the previous run (mark_suspect) */
+	uint64_t suspect_seen, suspect_writes;
 	bool verify;                   /* Verify = true: page writes compared with rebuilds */
 	uint64_t verify_same, verify_diverged, verify_skipped;
 };
@@ -294,22 +297,28 @@ static void stop_ingest(struct ppl_engine *e, const char *why)
 		"checkpoint", e->datadir, why);
 }
 
-/* Feeds bytes [from, to) of the log file as it is on disk. */
-static int feed_file(struct ppl_engine *e, uint64_t from, uint64_t to)
+/* Feeds bytes [from, to) of the log file as it is on disk to n, as log
+ * writes or (hold) as bytes not known to be final. */
+static int feed_file_to(struct ppl_engine *e, struct ppl_node *n, uint64_t from, uint64_t to, bool hold)
 {
 	uint8_t *b = malloc(1 << 20);
 	if (b == NULL)
 		return -1;
 	int rc = 0;
 	while (from < to && rc == 0) {
-		size_t n = to - from > (1 << 20) ? (1 << 20) : (size_t)(to - from);
-		if (read_file(e->datadir, "ib_logfile0", b, n, from, NULL) != 0 ||
-		    ppl_node_log_write(e->building, from, b, n) != 0)
+		size_t len = to - from > (1 << 20) ? (1 << 20) : (size_t)(to - from);
+		if (read_file(e->datadir, "ib_logfile0", b, len, from, NULL) != 0 ||
+		    (hold ? ppl_node_log_hold(n, from, b, len) : ppl_node_log_write(n, from, b, len)) != 0)
 			rc = -1;
-		from += n;
+		from += len;
 	}
 	free(b);
 	return rc;
+}
+
+static int feed_file(struct ppl_engine *e, uint64_t from, uint64_t to)
+{
+	return feed_file_to(e, e->building, from, to, false);
 }
 
 static void mark_suspect(void *arg, uint32_t space, uint32_t page_no, const struct ppl_node_page_info *i)
@@ -320,25 +329,95 @@ static void mark_suspect(void *arg, uint32_t space, uint32_t page_no, const stru
 		e->gate_all = true; /* out of memory: every page counts as elided */
 }
 
-/* Feeds the log file from its checkpoint's offset on, around the circle,
- * until the parse stops well behind what was fed: the end of the valid
- * log (what lies beyond is older and would only fill memory). */
-static int feed_to_end(struct ppl_engine *e, uint64_t from, uint64_t size, uint64_t area)
+/* The log held back at a restart (feed_to_end) is parsed as MariaDB writes
+ * again: its pages may have been elided by the previous run too. Called
+ * with log_lock held. */
+static void after_restart_parse(struct ppl_engine *e, bool log_write)
 {
-	const uint64_t chunk = 1 << 20, capacity = size - area;
-	uint64_t start = ppl_node_parsed_lsn(e->building), fed = 0, off = from;
-	while (fed < capacity) {
-		uint64_t n = size - off < chunk ? size - off : chunk;
-		if (n > capacity - fed)
-			n = capacity - fed;
-		if (feed_file(e, off, off + n) != 0)
+	struct ppl_node *n = e->node;
+	if (e->suspect_upto == 0 || n == NULL || e->pool == NULL)
+		return;
+	uint64_t parsed = ppl_node_parsed_lsn(n);
+	if (parsed != e->suspect_seen)
+		ppl_node_for_each_page(n, mark_suspect, e);
+	e->suspect_seen = parsed;
+	/* MariaDB's log writes start at its real end, so what was held is
+	 * parsed (or replaced) after its first writes; a client's retries of
+	 * older writes may come first, hence a margin of writes. */
+	if (parsed >= e->suspect_upto || (log_write && ++e->suspect_writes > 256))
+		e->suspect_upto = 0;
+}
+
+/* Feeds n the log file from the checkpoint at offset `from`, around the
+ * circle, `todo` bytes at most, until its parse stops well behind what was
+ * fed: the end of the valid log (what lies beyond is older and would only
+ * fill memory). */
+static int feed_circle(struct ppl_engine *e, struct ppl_node *n, uint64_t from, uint64_t todo, uint64_t size,
+		       uint64_t area, bool stop_at_end)
+{
+	const uint64_t chunk = 1 << 20;
+	uint64_t start = ppl_node_parsed_lsn(n), fed = 0, off = from;
+	while (fed < todo) {
+		uint64_t len = size - off < chunk ? size - off : chunk;
+		if (len > todo - fed)
+			len = todo - fed;
+		if (feed_file_to(e, n, off, off + len, false) != 0)
 			return -1;
-		fed += n;
-		off = off + n == size ? area : off + n;
-		if (fed - (ppl_node_parsed_lsn(e->building) - start) > 4 * chunk)
+		fed += len;
+		off = off + len == size ? area : off + len;
+		if (stop_at_end && fed - (ppl_node_parsed_lsn(n) - start) > 4 * chunk)
 			break;
 	}
-	return ppl_node_log_live(e->building);
+	return 0;
+}
+
+/* Where the valid log in the file ends, parsed from the checkpoint by a
+ * node of its own; 0 if it cannot be read. */
+static uint64_t valid_end(struct ppl_engine *e, uint64_t ck_lsn, uint64_t from, uint64_t size, uint64_t area)
+{
+	struct ppl_node_config c = { .page_size = e->page_size, .log_is_file_image = true };
+	struct ppl_node *n = ppl_node_new(&c);
+	uint8_t *hdr = malloc(area);
+	uint64_t end = 0;
+	if (n != NULL && hdr != NULL && read_file(e->datadir, "ib_logfile0", hdr, area, 0, NULL) == 0 &&
+	    ppl_node_log_open(n, size) == 0 && ppl_node_log_write(n, 0, hdr, area) == 0 &&
+	    ppl_node_log_start(n, ck_lsn) == 0 && feed_circle(e, n, from, size - area, size, area, true) == 0)
+		end = ppl_node_parsed_lsn(n);
+	free(hdr);
+	ppl_node_free(n);
+	return end;
+}
+
+/* The log as the file holds it after a storage-node crash. Its last write
+ * may carry, past the real end, old buffer contents that parse as
+ * mini-transactions (redo_reader.c): it starts at most 4 KiB before the
+ * end of what parses, so the bytes before that are parsed, and the rest
+ * is kept unparsed until MariaDB's next log write (which starts at its
+ * real end) or an elision question says what of it is real. */
+static int feed_to_end(struct ppl_engine *e, uint64_t ck_lsn, uint64_t from, uint64_t size, uint64_t area)
+{
+	const uint64_t provisional = 4096, capacity = size - area;
+	uint64_t end = valid_end(e, ck_lsn, from, size, area);
+	if (end == 0)
+		return -1;
+	uint64_t limit = end > ck_lsn + provisional ? end - provisional : ck_lsn;
+	if (feed_circle(e, e->building, from, limit - ck_lsn, size, area, false) != 0 ||
+	    ppl_node_log_live(e->building) != 0)
+		return -1;
+	const struct ppl_redo_reader *r = ppl_node_reader(e->building);
+	uint64_t at = ppl_node_parsed_lsn(e->building), left = end + provisional - at;
+	if (left > capacity / 2)
+		left = capacity / 2;
+	e->suspect_upto = end + provisional;
+	uint64_t off = ppl_redo_offset_of(r, at);
+	while (left) {
+		uint64_t len = size - off < left ? size - off : left;
+		if (feed_file_to(e, e->building, off, off + len, true) != 0)
+			return -1;
+		left -= len;
+		off = off + len == size ? area : off + len;
+	}
+	return 0;
 }
 
 #define TO_END UINT64_MAX
@@ -385,7 +464,7 @@ static int start_ingest(struct ppl_engine *e, uint64_t write_end)
 	uint64_t from = ppl_redo_offset_of(r, ck->lsn);
 	int rc = 0;
 	if (write_end == TO_END) {
-		rc = feed_to_end(e, from, size, area);
+		rc = feed_to_end(e, ck->lsn, from, size, area);
 	} else if (write_end > from) {
 		rc = feed_file(e, from, write_end);
 	} else {
@@ -463,6 +542,7 @@ int ppl_engine_log_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, co
 		off += n;
 		left -= n;
 	}
+	after_restart_parse(e, true);
 out:
 	pthread_mutex_unlock(&e->log_lock);
 	return 0;
@@ -491,6 +571,7 @@ void ppl_engine_log_replaced(struct ppl_engine *e)
 	e->stopped = false;
 	e->waiting_logged = false;
 	e->start_attempts = 0;
+	e->suspect_upto = 0;
 	LogEvent(COMPONENT_FSAL, "PPL: %s: ib_logfile0 was replaced (log resize); ingest restarts at its "
 		 "checkpoint", e->datadir);
 	pthread_mutex_unlock(&e->log_lock);
@@ -955,8 +1036,11 @@ static unsigned decide(void *arg, const struct ppl_elision_page *pg)
 		 * (InnoDB flushes the log before it writes a page): bytes of
 		 * the last, provisional log write below it become final. */
 		pthread_mutex_lock(&e->log_lock);
-		if (e->started && !e->stopped && e->node == n && ppl_node_log_durable(n, pg->lsn) != 0)
-			stop_ingest(e, ppl_node_error(n));
+		if (e->started && !e->stopped && e->node == n) {
+			if (ppl_node_log_durable(n, pg->lsn) != 0)
+				stop_ingest(e, ppl_node_error(n));
+			after_restart_parse(e, false);
+		}
 		pthread_mutex_unlock(&e->log_lock);
 		if (e->stopped || ppl_node_parsed_lsn(n) < pg->lsn)
 			return PPL_ELIDE_NACK_NOT_DURABLE;

@@ -72,9 +72,18 @@ def serve(tmp_path, backup, log, partial=()):
         with Client(g.url("")) as c:
             fh = c.open("ib_logfile0", os.O_RDWR | os.O_CREAT)
             c.ftruncate(fh, len(log))           # InnoDB creates its log at full size
+            # 64 KiB writes; a short remainder goes with the last one. A
+            # lone write of at most 4 KiB is provisional to the storage node
+            # (redo_reader.c: MariaDB's partial tail block may carry old
+            # buffer contents) until a later write or checkpoint follows,
+            # as one always does from MariaDB; this backup's log just ends.
             chunk = 64 << 10
-            for off in range(0, len(log), chunk):
-                c.pwrite(fh, log[off:off + chunk], off)
+            offsets = list(range(0, len(log), chunk))
+            if len(offsets) > 1 and len(log) - offsets[-1] <= 4096:
+                offsets.pop()
+            for i, off in enumerate(offsets):
+                end = offsets[i + 1] if i + 1 < len(offsets) else len(log)
+                c.pwrite(fh, log[off:end], off)
             c.fsync(fh)
             c.close_file(fh)
             for rel in data_files(str(export)):
@@ -120,7 +129,7 @@ def test_pages_read_over_nfs_equal_prepare(tmp_path, backup):
 
     compared, diffs, problems = compare_dirs(prepared, served)
     assert compared > 500
-    assert diffs == [], "\n".join(diffs[:20])
+    assert diffs == [], "\n".join(diffs[:20]) + "\n" + engine
     # Files the log extends past their end in the backup: the tail pages
     # exist only after recovery (not served by this stage of the FSAL).
     for p in problems:

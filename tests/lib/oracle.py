@@ -88,8 +88,10 @@ def compare_dirs(prepared, replayed):
                         first = next(i for i in range(min(len(pa), len(pb))) if pa[i] != pb[i])
                         space = struct.unpack(">I", pa[FIL_PAGE_SPACE_ID:FIL_PAGE_SPACE_ID + 4])[0]
                         ptype = struct.unpack(">H", pa[FIL_PAGE_TYPE:FIL_PAGE_TYPE + 2])[0]
+                        lsn_a, lsn_b = (struct.unpack(">Q", p[16:24])[0] for p in (pa, pb))
                         diffs.append(f"{rel}: space {space} page {page_no} type {PAGE_TYPES.get(ptype, ptype)} "
-                                     f"first difference at byte {first}")
+                                     f"first difference at byte {first} (page LSN {lsn_a} after prepare, "
+                                     f"{lsn_b} in the other copy)")
                 page_no += 1
     return compared, diffs, problems
 

@@ -57,6 +57,9 @@ int ppl_node_log_open(struct ppl_node *n, uint64_t file_size);
 /* Bytes written to ib_logfile0 at off. 0, or -1 if the log is damaged
  * (ppl_node_error()); records before the damage stay indexed. */
 int ppl_node_log_write(struct ppl_node *n, uint64_t off, const void *buf, size_t len);
+/* Bytes of the log file not known to be final, after ppl_node_log_live()
+ * (ppl_redo_hold()). */
+int ppl_node_log_hold(struct ppl_node *n, uint64_t off, const void *buf, size_t len);
 /* The server's log is durable up to lsn (ppl_redo_durable()): parse what
  * the node holds below it. 0, or -1 if the log is damaged. */
 int ppl_node_log_durable(struct ppl_node *n, uint64_t lsn);

@@ -106,6 +106,14 @@ void ppl_redo_reader_free(struct ppl_redo_reader *r);
  * mtr was or will be emitted). */
 int ppl_redo_feed(struct ppl_redo_reader *r, uint64_t off, const void *buf, size_t len);
 
+/* After ppl_redo_go_live(): bytes the log file holds at off that may not be
+ * final (the end of a file read after a crash: the last write before it
+ * may carry, past the log's real end, old buffer contents that parse as
+ * mini-transactions). They wait in the window, unparsed, for the server's
+ * next write (which makes the bytes before its start final and replaces
+ * the rest) or for ppl_redo_durable(). Ignored for a file image. */
+int ppl_redo_hold(struct ppl_redo_reader *r, uint64_t off, const void *buf, size_t len);
+
 /* The server says its log is durable up to lsn: InnoDB writes a page only
  * after flushing its log up to the page's LSN, so a page write asked about
  * at that LSN is such a statement (from an authenticated client). The bytes

@@ -1,0 +1,116 @@
+"""The whole stack for tests: ganesha.nfsd with FSAL_PPL over FSAL_VFS and
+the elision service on a private port (its pool made for the export),
+ppl-mount of the export (hard, direct I/O), and MariaDB on the mount with
+LD_PRELOAD=libcatcher.so. Every process is a direct child of the test,
+stopped by pid.
+
+    s = Stack(tmp_path, options=[...], catcher_mode="elide", page_size=16384)
+    s.start()                 # storage node, mount, mariadb-install-db, mariadbd
+    s.db                      # lib.mariadb.MariaDB (sql, sysbench, stop, kill, start)
+    s.crash_storage()         # SIGKILL ganesha.nfsd, start it again on the same ports
+    s.catcher_stats()         # libcatcher's counters now (SIGUSR2)
+    s.stop()                  # everything, idempotent
+    s.storage_log()           # every ganesha.nfsd log of the test so far
+    s.assert_storage_clean()  # no rebuild failure, stopped ingest or refused checkpoint logged
+"""
+import json
+import os
+import signal
+import subprocess
+import time
+
+from lib import paths
+from lib.ganesha import Ganesha, free_port
+from lib.mariadb import MariaDB
+
+
+def _mount_class():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "ppl_mount_runner", os.path.join(paths.REPO, "tests", "ppl_mount", "_mount.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.PplMount
+
+
+TOKEN = "stack-test-token"
+# Lines the storage node writes only when something went wrong.
+STORAGE_FAILURES = ("cannot be rebuilt", "redo ingest stopped", "could not be materialized", "is refused",
+                    "divergence")
+
+
+class Stack:
+    def __init__(self, base, options=(), catcher_mode="elide", page_size=16384, fsal_extra="", pool_size="16M"):
+        base = str(base)
+        build = paths.build_dir()
+        self.base = base
+        self.export = os.path.join(base, "export")
+        os.makedirs(self.export)
+        pool = os.path.join(base, "pmem", "ppl.pool")
+        os.makedirs(os.path.dirname(pool))
+        subprocess.run([paths.tool("ppl-inspect"), "pool", "create", pool, "--identity", self.export,
+                        "--size", pool_size], check=True, capture_output=True)
+        port = free_port()
+        fsal = (f'FSAL {{ Name = PPL; Pool_Path = "{pool}"; Stats_Interval = 0; Elision_Port = {port}; '
+                f'Elision_Token = "{TOKEN}"; Elision_Clients = "127.0.0.1"; {fsal_extra} FSAL {{ Name = VFS; }} }}')
+        self.g = Ganesha(os.path.join(base, "ganesha"), self.export, fsal=fsal,
+                         plugins_dir=os.path.join(build, "ganesha-fsal-ppl", "plugins"))
+        self.mnt = os.path.join(base, "mnt")
+        os.makedirs(self.mnt)
+        self.stats = os.path.join(base, "catcher.json")
+        env = {"LD_PRELOAD": os.path.join(build, "libcatcher", "libcatcher.so"), "LIBCATCHER_MODE": catcher_mode,
+               "LIBCATCHER_SERVER": f"127.0.0.1:{port}", "LIBCATCHER_TOKEN": TOKEN,
+               "LIBCATCHER_TIMEOUT_MS": "2000", "LIBCATCHER_STATS_FILE": self.stats}
+        self.db = MariaDB(os.path.join(base, "mariadb"), datadir=os.path.join(self.mnt, "datadir"),
+                          page_size=page_size, options=options, env=env)
+        os.makedirs(self.db.base)
+        self.mount = None
+        self._logs = []
+
+    def start(self, install=True):
+        self.g.start()
+        self.mount_up()
+        if install:
+            self.db.install()
+        self.db.start()
+
+    def mount_up(self):
+        self.mount = _mount_class()(paths.tool("ppl-mount"), self.g.url(), self.mnt,
+                                    options=["--hard", "--direct-io"], log=os.path.join(self.base, "ppl-mount.log"))
+        self.mount.start()
+
+    def crash_storage(self):
+        """SIGKILL ganesha.nfsd and start it again on the same ports; the
+        hard mount and MariaDB wait for it meanwhile."""
+        self.g.kill9()
+        self._logs.append(self.g.log_text())
+        self.g.start()
+
+    def catcher_stats(self, timeout=10):
+        if os.path.exists(self.stats):
+            os.unlink(self.stats)
+        self.db.proc.send_signal(signal.SIGUSR2)
+        deadline = time.time() + timeout
+        while not os.path.exists(self.stats):
+            if time.time() > deadline:
+                raise AssertionError("libcatcher wrote no stats file")
+            time.sleep(0.05)
+        with open(self.stats) as f:
+            return json.load(f)
+
+    def stop(self):
+        self.db.kill()
+        if self.mount:
+            self.mount.stop()
+            self.mount = None
+        if self.g.proc:
+            self.g.stop()
+            self._logs.append(self.g.log_text())
+
+    def storage_log(self):
+        return "\n".join(self._logs + ([self.g.log_text()] if self.g.proc else []))
+
+    def assert_storage_clean(self):
+        text = self.storage_log()
+        bad = [line for line in text.splitlines() if any(w in line for w in STORAGE_FAILURES)]
+        assert not bad, "\n".join(bad[:10])
