@@ -33,71 +33,12 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, "tests"))
-from lib import ganesha as ganesha_lib  # noqa: E402
-from lib import paths  # noqa: E402
-from lib.ganesha import Ganesha, free_port  # noqa: E402
-from lib.mariadb import MariaDB  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pplnode  # noqa: E402
+from pplnode import Compute, paths  # noqa: E402
 
-MY_CNF = os.path.join(REPO, "config", "my.cnf")
-GANESHA_EXAMPLE = os.path.join(REPO, "ganesha.conf.example")
 TOKEN = "ppl-demo-token"
 MODES = (("elide", "elide"), ("full writes", "passthrough"))
-
-
-def load_mount_class():
-    """ppl-mount's runner (tests/ppl_mount/_mount.py): foreground child,
-    unmounted with fusermount3, killed by pid only as a last resort."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("ppl_mount_runner",
-                                                  os.path.join(REPO, "tests", "ppl_mount", "_mount.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.PplMount
-
-
-class Compute(MariaDB):
-    """mariadbd with the shipped my.cnf; the command line overrides only its
-    paths and the buffer pool size."""
-
-    def common_args(self):
-        return [f"--defaults-file={MY_CNF}", f"--datadir={self.datadir}",
-                f"--innodb-page-size={self.page_size}", "--user=root"]
-
-
-def render_ganesha_conf(g, pool, pool_size, elision_port, plugins):
-    """ganesha.conf.example with this machine's paths, loopback addresses
-    and private ports; every other line as shipped."""
-    with open(GANESHA_EXAMPLE) as f:
-        text = f.read()
-    values = {
-        "Bind_Addr": "127.0.0.1", "NFS_Port": str(g.port), "MNT_Port": str(g.mnt_port),
-        "Plugins_Dir": f'"{plugins}"', "Path": f'"{g.export_path}"', "Pseudo": f'"{g.pseudo}"',
-        "Clients": "127.0.0.1", "Pool_Path": f'"{pool}"', "Pool_Size": str(pool_size),
-        "Elision_Address": '"127.0.0.1"', "Elision_Port": str(elision_port),
-        "Elision_Clients": '"127.0.0.1"', "Elision_Token": f'"{TOKEN}"',
-        # A fresh figures line every second: the run's figures are the
-        # difference of the lines logged before and after it.
-        "Stats_Interval": "1",
-    }
-    for key, value in values.items():
-        text, n = re.subn(rf"^(\s*){key} = [^\n]*;$", rf"\g<1>{key} = {value};", text, count=1, flags=re.M)
-        if n != 1:
-            raise SystemExit(f"ganesha.conf.example has no '{key} = ...;' line any more: update {__file__}")
-    # NFSv4 client state of this private server stays in its own directory.
-    text = text.replace("NFSV4 {", f'NFSV4 {{\n    RecoveryBackend = fs;\n    RecoveryRoot = "{g.recovery}";', 1)
-    return text
-
-
-def tmpfs_dir():
-    with open("/proc/mounts") as f:
-        for line in f:
-            fields = line.split()
-            if fields[1] == "/dev/shm" and fields[2] == "tmpfs":
-                return "/dev/shm"
-    return None
 
 
 # ---- figures ---------------------------------------------------------------
@@ -210,33 +151,28 @@ def sysbench_run(db, a, label):
     return int(m.group(1)), float(m.group(2))
 
 
-def run_mode(a, work, label, catcher_mode, dataset, buffer_pool, build):
+def run_mode(a, work, label, catcher_mode, dataset, buffer_pool):
     tag = catcher_mode
     base = os.path.join(work, tag)
     export = os.path.join(base, "export")
     os.makedirs(export)
     shutil.copytree(dataset, os.path.join(export, "data"), symlinks=True)
     pool = os.path.join(a.pmem, f"ppl-demo-{os.getpid()}-{tag}.pool")
-    subprocess.run([paths.tool("ppl-inspect"), "pool", "create", pool, "--identity", export,
-                    "--size", str(a.pool_mb * 1024 * 1024)], check=True, stdout=subprocess.DEVNULL)
-    elision_port = free_port()
-    plugins = os.path.join(build, "ganesha-fsal-ppl", "plugins")
-    g = Ganesha(os.path.join(base, "ganesha"), export, pseudo="/ppl", plugins_dir=plugins,
-                config=lambda g: render_ganesha_conf(g, pool, a.pool_mb * 1024 * 1024, elision_port, plugins))
+    # A fresh figures line every second: the run's figures are the
+    # difference of the lines logged before and after it.
+    g, elision_port = pplnode.storage_node(base, export, pool, a.pool_mb * 1024 * 1024, TOKEN, stats_interval=1)
     mnt = os.path.join(base, "mnt")
     os.makedirs(mnt)
     stats_path = os.path.join(base, "libcatcher.json")
-    env = {"LD_PRELOAD": os.path.join(build, "libcatcher", "libcatcher.so"), "LIBCATCHER_MODE": catcher_mode,
-           "LIBCATCHER_SERVER": f"127.0.0.1:{elision_port}", "LIBCATCHER_TOKEN": TOKEN,
-           "LIBCATCHER_TIMEOUT_MS": "2000", "LIBCATCHER_STATS_FILE": stats_path}
+    env = pplnode.catcher_env(catcher_mode, elision_port, TOKEN, stats_path)
     db = Compute(os.path.join(base, "mariadb"), datadir=os.path.join(mnt, "data"), page_size=a.page_size,
                  options=[f"--innodb-buffer-pool-size={buffer_pool}"], env=env)
     os.makedirs(db.base)
     mount = None
     try:
         g.start()
-        mount = load_mount_class()(paths.tool("ppl-mount"), g.url(), mnt, options=["--hard", "--direct-io"],
-                                   log=os.path.join(base, "ppl-mount.log"))
+        mount = pplnode.mount_class()(paths.tool("ppl-mount"), g.url(), mnt, options=["--hard", "--direct-io"],
+                                      log=os.path.join(base, "ppl-mount.log"))
         mount.start()
         db.start()
         before = snapshot(g, db, stats_path)
@@ -350,14 +286,8 @@ def print_table(r, a, data, buffer_pool, netns):
 
 
 def inner(a):
-    build = paths.build_dir()
     if a.inner:
-        # Inside the namespace nothing listens on port 111, and a second
-        # rpcbind would refuse to start (it locks /run/rpcbind.lock).
-        # Ganesha registers through rpcbind's UNIX socket, which is the
-        # host's (started by outer()); clients name both ports and never
-        # ask it.
-        ganesha_lib.ensure_rpcbind = lambda timeout=10: None
+        pplnode.inside_netns()
     work = a.work or tempfile.mkdtemp(prefix="ppl-pushdown-")
     os.makedirs(work, exist_ok=True)
     print(f"work directory {work}; loading {a.tables} x {a.table_size} rows on a local datadir", flush=True)
@@ -368,7 +298,7 @@ def inner(a):
     for label, mode in MODES:
         print(f"{label}: storage node, mount and compute node up; sysbench {a.workload} for {a.seconds} s",
               flush=True)
-        results[mode] = run_mode(a, work, label, mode, dataset, buffer_pool, build)
+        results[mode] = run_mode(a, work, label, mode, dataset, buffer_pool)
     print_table(results, a, data, buffer_pool, a.netns)
     if a.json:
         with open(a.json, "w") as f:
@@ -379,31 +309,14 @@ def inner(a):
 
 
 def outer(a, argv):
-    """Make the private network namespace, run the demo inside it as a
-    direct child, and remove the namespace again."""
-    name = f"ppl-demo-{os.getpid()}"
-    ganesha_lib.ensure_rpcbind()   # ours, a direct child, if none runs yet
-    r = subprocess.run(["ip", "netns", "add", name], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if r.returncode != 0:
-        print(f"no private network namespace ({r.stdout.strip()}); running on the host's loopback "
-              "and not counting link bytes (--no-netns says so explicitly)", flush=True)
+    """Runs the demo inside a private network namespace."""
+    rc = pplnode.run_in_netns(f"ppl-demo-{os.getpid()}", a.link_rate,
+                              [sys.executable, os.path.abspath(__file__), "--inner", *argv])
+    if rc is None:
+        print("running on the host's loopback and not counting link bytes (--no-netns says so explicitly)",
+              flush=True)
         a.netns = False
         return inner(a)
-    try:
-        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
-        # getaddrinfo(AI_ADDRCONFIG), which Ganesha uses for Bind_Addr,
-        # finds no IPv4 address while 127.0.0.1 is the only one; a second
-        # loopback address (on lo, reaching nothing) satisfies it.
-        subprocess.run(["ip", "-n", name, "addr", "add", "127.0.0.2/32", "dev", "lo"], check=True)
-        if a.link_rate:
-            subprocess.run(["ip", "netns", "exec", name, "tc", "qdisc", "add", "dev", "lo", "root", "tbf",
-                            "rate", a.link_rate, "burst", "256k", "latency", "50ms"], check=True)
-        # nsenter --net only (not `ip netns exec`, which would also make a
-        # mount namespace and hide the FUSE mount from the host).
-        rc = subprocess.run(["nsenter", f"--net=/run/netns/{name}", sys.executable, os.path.abspath(__file__),
-                             "--inner", *argv]).returncode
-    finally:
-        subprocess.run(["ip", "netns", "del", name])
     if rc:
         sys.exit(rc)
 
@@ -431,7 +344,7 @@ def main():
     ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     argv = sys.argv[1:]
     a = ap.parse_args()
-    a.pmem = a.pmem or tmpfs_dir() or tempfile.gettempdir()
+    a.pmem = a.pmem or pplnode.tmpfs_dir() or tempfile.gettempdir()
     if a.link_rate and not a.netns:
         ap.error("--link-rate needs the private network namespace (drop --no-netns)")
     if a.inner or not a.netns:
