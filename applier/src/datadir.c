@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,18 +131,27 @@ size_t ppl_datadir_spaces(struct ppl_datadir *d)
 
 /* Copies the path of the space's file into out; looks again once if the
  * space is not known (a table created since the last look). */
+/* Whether the file seen at this path is still the one there: TRUNCATE and
+ * ALTER put another file (another space) under the same name. Notes from
+ * the log name a path only and are taken as they are. */
+static bool still_there(const struct space_file *f)
+{
+	struct stat st;
+	return f->ino == 0 || (stat(f->path, &st) == 0 && (uint64_t)st.st_ino == f->ino);
+}
+
 static int find(struct ppl_datadir *d, uint32_t space, char *out, size_t outlen)
 {
 	for (int attempt = 0; attempt < 2; attempt++) {
 		pthread_rwlock_rdlock(&d->lock);
 		for (size_t i = 0; i < d->n; i++)
-			if (d->f[i].space == space) {
+			if (d->f[i].space == space && still_there(&d->f[i])) {
 				snprintf(out, outlen, "%s", d->f[i].path);
 				pthread_rwlock_unlock(&d->lock);
 				return 0;
 			}
 		for (size_t i = d->nnotes; i-- > 0;) /* the latest note wins */
-			if (d->notes[i].space == space) {
+			if (d->notes[i].space == space && still_there(&d->notes[i])) {
 				snprintf(out, outlen, "%s", d->notes[i].path);
 				pthread_rwlock_unlock(&d->lock);
 				return 0;
@@ -207,18 +217,32 @@ void ppl_datadir_note(struct ppl_datadir *d, uint32_t space, const char *relpath
 	pthread_rwlock_unlock(&d->lock);
 }
 
+void ppl_datadir_forget(struct ppl_datadir *d, uint64_t ino)
+{
+	pthread_rwlock_wrlock(&d->lock);
+	/* no space matches UINT32_MAX: the entries stay, unused */
+	for (size_t i = 0; i < d->n; i++)
+		if (d->f[i].ino == ino)
+			d->f[i].space = UINT32_MAX;
+	for (size_t i = 0; i < d->nnotes; i++)
+		if (d->notes[i].ino == ino)
+			d->notes[i].space = UINT32_MAX;
+	pthread_rwlock_unlock(&d->lock);
+}
+
 int ppl_datadir_space_of(struct ppl_datadir *d, uint64_t ino, uint32_t *space)
 {
 	int rc = -1;
 	struct stat st;
 	pthread_rwlock_rdlock(&d->lock);
 	for (size_t i = d->nnotes; rc && i-- > 0;)
-		if (stat(d->notes[i].path, &st) == 0 && (uint64_t)st.st_ino == ino) {
+		if (d->notes[i].space != UINT32_MAX && stat(d->notes[i].path, &st) == 0 &&
+		    (uint64_t)st.st_ino == ino) {
 			*space = d->notes[i].space;
 			rc = 0;
 		}
 	for (size_t i = 0; rc && i < d->n; i++)
-		if (d->f[i].ino == ino) {
+		if (d->f[i].ino == ino && d->f[i].space != UINT32_MAX) {
 			*space = d->f[i].space;
 			rc = 0;
 		}

@@ -153,6 +153,10 @@ void ppl_engine_free(struct ppl_engine *e)
 
 /* ---- which space a file holds -------------------------------------------- */
 
+/* A file that was unlinked: its inode number may come back with a new
+ * file, which must not be taken for the old space. */
+#define SPACE_GONE UINT32_MAX
+
 static void map_set(struct ppl_engine *e, uint64_t fileid, uint32_t space)
 {
 	bool fresh = false;
@@ -175,6 +179,23 @@ static void map_set(struct ppl_engine *e, uint64_t fileid, uint32_t space)
 		ppl_datadir_bind(e->dd, fileid, space);
 }
 
+void ppl_engine_file_gone(struct ppl_engine *e, uint64_t fileid)
+{
+	pthread_mutex_lock(&e->map_lock);
+	for (unsigned i = 0; i < SPACE_MAP_SIZE; i++) {
+		struct space_slot *s = &e->map[(fileid + i) % SPACE_MAP_SIZE];
+		if (s->fileid == 0)
+			break;
+		if (s->fileid == fileid) {
+			s->space = SPACE_GONE; /* the slot stays: later keys probe past it */
+			break;
+		}
+	}
+	pthread_mutex_unlock(&e->map_lock);
+	if (e->dd)
+		ppl_datadir_forget(e->dd, fileid);
+}
+
 static bool map_get(struct ppl_engine *e, uint64_t fileid, uint32_t *space)
 {
 	bool found = false;
@@ -185,7 +206,7 @@ static bool map_get(struct ppl_engine *e, uint64_t fileid, uint32_t *space)
 			break;
 		if (s->fileid == fileid) {
 			*space = s->space;
-			found = true;
+			found = s->space != SPACE_GONE;
 			break;
 		}
 	}
@@ -974,22 +995,34 @@ static void collect_due(void *arg, uint32_t space, uint32_t page_no, const struc
 /* MariaDB is about to write a checkpoint: from then on, a restart reads
  * the log only from that LSN. Every page still holding records below it
  * (pages whose writes were elided) is materialized first, or the write
- * fails (MariaDB retries it) rather than lose them (DESIGN I1, I3). */
+ * fails (MariaDB 10.11 then stops with a fatal error) rather than lose them
+ * (DESIGN I1, I3). */
 static int checkpoint_gate(struct ppl_engine *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len)
 {
 	uint64_t area = ppl_dialect_mariadb_10_8.area_start;
-	uint8_t blk[8];
+	uint8_t blk[16];
 	uint64_t at;
 	if (off >= area || off + len <= 4096)
 		return 0;
-	at = off <= 4096 && off + len >= 4096 + 8 ? 4096 - off : off <= 8192 && off + len >= 8192 + 8 ? 8192 - off : UINT64_MAX;
+	at = off <= 4096 && off + len >= 4096 + 16 ? 4096 - off : off <= 8192 && off + len >= 8192 + 16 ? 8192 - off : UINT64_MAX;
 	if (at == UINT64_MAX)
 		return 0;
-	iov_copy((struct iovec *)iov, iovcnt, at, blk, 8, true);
-	uint64_t ckpt = ppl_rd8(blk);
+	iov_copy((struct iovec *)iov, iovcnt, at, blk, 16, true);
+	uint64_t ckpt = ppl_rd8(blk), end = ppl_rd8(blk + 8);
 	struct ppl_node *n = node_of(e);
 	if (n == NULL || ckpt == 0)
 		return 0;
+	/* MariaDB flushed its log up to the checkpoint's end before writing
+	 * it: parse all of that first, so that a FILE_DELETE in the last,
+	 * provisional log write has dropped its space (its file is gone and
+	 * its pages need no materializing). */
+	pthread_mutex_lock(&e->log_lock);
+	if (end >= ckpt && e->started && !e->stopped && e->node == n) {
+		if (ppl_node_log_durable(n, end) != 0)
+			stop_ingest(e, ppl_node_error(n));
+		after_restart_parse(e, false);
+	}
+	pthread_mutex_unlock(&e->log_lock);
 	pthread_mutex_lock(&e->gate_lock);
 	uint64_t t0 = now_ns();
 	struct due d = { .e = e, .upto = ckpt };
@@ -1009,7 +1042,8 @@ static int checkpoint_gate(struct ppl_engine *e, uint64_t off, const struct iove
 	pthread_mutex_unlock(&e->gate_lock);
 	if (rc)
 		LogCrit(COMPONENT_FSAL, "PPL: %s: the checkpoint write (LSN %" PRIu64 ") is refused: a page it needs "
-			"could not be materialized (see above); MariaDB retries it", e->datadir, ckpt);
+			"could not be materialized (see above); MariaDB stops on this error rather than lose "
+			"the page: find why the page could not be written, then restart it", e->datadir, ckpt);
 	return rc;
 }
 

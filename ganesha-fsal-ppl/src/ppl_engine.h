@@ -48,6 +48,10 @@ int ppl_engine_read(struct ppl_engine *e, uint64_t fileid, uint64_t off, struct 
 void ppl_engine_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
 		      size_t len);
 
+/* A page file was unlinked or replaced by a rename: forget which space it
+ * held (a new file may reuse its inode number). */
+void ppl_engine_file_gone(struct ppl_engine *e, uint64_t fileid);
+
 /* Verify = true: every full page write is first compared byte for byte
  * with the page the index rebuilds at its LSN; divergences are counted in
  * the stats line and logged (space id, page number, page type, record

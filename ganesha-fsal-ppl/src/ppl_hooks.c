@@ -242,6 +242,8 @@ void ppl_hook_unlink(struct ppl_hooks *h, const struct ppl_file *f)
 	count(h, f->cls, PPL_OP_UNLINK, 0);
 	LogDebug(COMPONENT_FSAL, "PPL: unlink %s %s (fileid %" PRIu64 ")", ppl_file_class_name(f->cls),
 		 f->name ? f->name : "(name unknown)", f->fileid);
+	if (ppl_class_has_pages(f->cls) || f->cls == PPL_FILE_UNRESOLVED)
+		ppl_engine_file_gone(h->engine, f->fileid);
 }
 
 void ppl_hook_rename(struct ppl_hooks *h, const struct ppl_file *from, const struct ppl_file *to,
@@ -249,8 +251,11 @@ void ppl_hook_rename(struct ppl_hooks *h, const struct ppl_file *from, const str
 {
 	count(h, from->cls, PPL_OP_RENAME_FROM, 0);
 	count(h, to->cls, PPL_OP_RENAME_TO, 0);
-	if (replaced)
+	if (replaced) {
 		count(h, replaced->cls, PPL_OP_UNLINK, 0);
+		if (ppl_class_has_pages(replaced->cls) || replaced->cls == PPL_FILE_UNRESOLVED)
+			ppl_engine_file_gone(h->engine, replaced->fileid);
+	}
 	LogDebug(COMPONENT_FSAL, "PPL: rename %s %s -> %s %s (fileid %" PRIu64 ")%s%s",
 		 ppl_file_class_name(from->cls), from->name ? from->name : "?",
 		 ppl_file_class_name(to->cls), to->name ? to->name : "?", from->fileid,

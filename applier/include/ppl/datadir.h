@@ -24,6 +24,10 @@ void ppl_datadir_note(struct ppl_datadir *d, uint32_t space, const char *relpath
 int ppl_datadir_set_root(struct ppl_datadir *d, const char *dir);
 /* The file with this inode holds space (learned from a page of it). */
 void ppl_datadir_bind(struct ppl_datadir *d, uint64_t ino, uint32_t space);
+/* The file with this inode is gone (unlinked, or replaced by a rename):
+ * what was learned from it must not apply to a new file that reuses the
+ * inode number. */
+void ppl_datadir_forget(struct ppl_datadir *d, uint64_t ino);
 /* The space held by the file with this inode: 0, or -1 if not known. */
 int ppl_datadir_space_of(struct ppl_datadir *d, uint64_t ino, uint32_t *space);
 /* The path of the space's file into out: 0, or -1 if there is none. */

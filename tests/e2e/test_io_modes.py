@@ -1,0 +1,73 @@
+"""The whole stack (MariaDB + libcatcher eliding, ppl-mount, FSAL_PPL) in
+MariaDB's three write paths -- io_uring, libaio and synchronous writes --
+and with 4 KiB pages. In each: libcatcher saw the writes through the
+interface asked for and elided pages; CHECK TABLE passes; every table reads
+back the same after a clean MariaDB restart (its reads are served by the
+storage node, rebuilt); the storage node logged no rebuild failure,
+stopped ingest or divergence.
+
+DDL during load (DROP, CREATE, TRUNCATE, ALTER TABLE ADD INDEX) is not
+here: with elision on it still corrupts the table being truncated now and
+then (README, "Known problems"; scripts/soak-elision.py --ddl reproduces
+it)."""
+import os
+import shutil
+
+import pytest
+
+from lib import paths
+from lib.stack import Stack
+
+TABLES, TABLE_SIZE = 2, 3000
+BASE = ["--innodb-buffer-pool-size=8M", "--innodb-log-file-size=16M", "--innodb-doublewrite=0",
+        "--innodb-flush-method=O_DIRECT", "--innodb-flush-log-at-trx-commit=1",
+        "--innodb-max-dirty-pages-pct=1", "--innodb-max-dirty-pages-pct-lwm=0.001"]
+MODES = {
+    "io_uring": (["--innodb-use-native-aio=1", "--innodb-linux-aio=io_uring"], "io_uring"),
+    "libaio": (["--innodb-use-native-aio=1", "--innodb-linux-aio=aio"], "libaio"),
+    "sync": (["--innodb-use-native-aio=0"], "pwrite"),
+}
+
+
+def all_tables(db):
+    out = db.sql("SELECT CONCAT(table_schema, '.', table_name) FROM information_schema.tables "
+                 "WHERE table_schema = 'sbtest' AND engine = 'InnoDB' ORDER BY 1")
+    return out.split()
+
+
+def check(db):
+    tables = all_tables(db)
+    out = db.sql("CHECK TABLE " + ",".join(tables))
+    rows = [line.split("\t") for line in out.strip().splitlines()]
+    assert rows and all(r[-1] == "OK" for r in rows if r[2] == "status"), out
+    return db.sql("CHECKSUM TABLE " + ",".join(tables))
+
+
+@pytest.mark.parametrize("mode,page_size", [("io_uring", 16384), ("libaio", 16384), ("sync", 16384),
+                                            ("io_uring", 4096)])
+def test_io_mode(tmp_path, mode, page_size):
+    if not os.path.exists("/dev/fuse") or not shutil.which("fusermount3"):
+        pytest.fail("needs /dev/fuse and fusermount3 (see DESIGN.md, Clients)")
+    with open(os.path.join(paths.build_dir(), "CMakeCache.txt")) as f:
+        if "PPL_SANITIZE:BOOL=ON" in f.read():
+            pytest.skip("MariaDB runs only with the normal build's libcatcher.so")
+    options, style = MODES[mode]
+    s = Stack(tmp_path, options=BASE + options, page_size=page_size)
+    try:
+        s.start()
+        db = s.db
+        db.sql("CREATE DATABASE sbtest")
+        db.sysbench("oltp_write_only", "prepare", tables=TABLES, table_size=TABLE_SIZE)
+        db.sysbench("oltp_write_only", "run", "--time=10", tables=TABLES, table_size=TABLE_SIZE)
+        stats = s.catcher_stats()
+        page_classes = [stats["classes"][c] for c in ("ibd", "ibdata", "undo")]
+        assert stats["styles"][style] > 0, stats["styles"]
+        assert sum(c["elided"] for c in page_classes) > 50, stats
+        before = check(db)
+        db.stop()
+        db.start()
+        assert check(db) == before
+        db.stop()
+    finally:
+        s.stop()
+    s.assert_storage_clean()
