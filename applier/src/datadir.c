@@ -209,10 +209,16 @@ void ppl_datadir_note(struct ppl_datadir *d, uint32_t space, const char *relpath
 	struct space_file *e = grow(&d->notes, &d->nnotes, &d->capnotes);
 	if (e) {
 		e->space = space;
-		e->ino = 0;
 		if (relpath[0] == '.' && relpath[1] == '/')
 			relpath += 2;
 		snprintf(e->path, sizeof(e->path), "%s/%s", d->dir, relpath);
+		/* The file there now is the one the record names (MariaDB logs
+		 * the name before it creates or renames the file, and parsing
+		 * follows soon after): a later file under the same name (a
+		 * TRUNCATE, a DROP and CREATE) is another space and must not
+		 * match this note. Not there yet: matched by name. */
+		struct stat st;
+		e->ino = stat(e->path, &st) == 0 ? (uint64_t)st.st_ino : 0;
 	}
 	pthread_rwlock_unlock(&d->lock);
 }
@@ -234,10 +240,14 @@ int ppl_datadir_space_of(struct ppl_datadir *d, uint64_t ino, uint32_t *space)
 {
 	int rc = -1;
 	struct stat st;
-	pthread_rwlock_rdlock(&d->lock);
+	pthread_rwlock_wrlock(&d->lock);
 	for (size_t i = d->nnotes; rc && i-- > 0;)
-		if (d->notes[i].space != UINT32_MAX && stat(d->notes[i].path, &st) == 0 &&
-		    (uint64_t)st.st_ino == ino) {
+		if (d->notes[i].space != UINT32_MAX &&
+		    (d->notes[i].ino ? d->notes[i].ino == ino
+				     : stat(d->notes[i].path, &st) == 0 && (uint64_t)st.st_ino == ino)) {
+			/* a note matched by name now names this file only: when
+			 * it goes (ppl_datadir_forget), so does the note */
+			d->notes[i].ino = ino;
 			*space = d->notes[i].space;
 			rc = 0;
 		}

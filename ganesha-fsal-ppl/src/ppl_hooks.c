@@ -251,6 +251,11 @@ void ppl_hook_rename(struct ppl_hooks *h, const struct ppl_file *from, const str
 {
 	count(h, from->cls, PPL_OP_RENAME_FROM, 0);
 	count(h, to->cls, PPL_OP_RENAME_TO, 0);
+	/* An open file a client unlinks is renamed to a hidden name and
+	 * removed only at its last close (ppl-mount, like NFS clients): to
+	 * the engine it is gone now, and its inode number may come back. */
+	if (ppl_class_has_pages(from->cls) && !ppl_class_has_pages(to->cls))
+		ppl_engine_file_gone(h->engine, from->fileid);
 	if (replaced) {
 		count(h, replaced->cls, PPL_OP_UNLINK, 0);
 		if (ppl_class_has_pages(replaced->cls) || replaced->cls == PPL_FILE_UNRESOLVED)

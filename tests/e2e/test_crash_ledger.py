@@ -14,7 +14,7 @@ never logged a rebuild failure, a stopped ingest or a divergence.
 Storage-node crashes under load (ganesha.nfsd SIGKILL while MariaDB keeps
 running on the hard mount) are not here: repeated ten times they still
 break MariaDB now and then (README, "Known problems";
-scripts/soak-elision.py --storage-crashes reproduces it). The single
+scripts/soak-elision.py --storage-crashes 10 reproduces it). The single
 storage-node crash of tests/fsal/test_elision_end_to_end.py stays."""
 import os
 import random
