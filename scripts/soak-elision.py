@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Soak the whole stack with elision on, in the situations the test suite
-does not cover yet because they still fail now and then (README, "Known
-problems"):
+"""Soak the whole stack with elision on, longer and more often than the
+test suite does, in the situations that have broken it:
 
   --ddl                 DROP/CREATE/TRUNCATE/ALTER TABLE ADD INDEX and BLOBs
-                        beside sysbench
+                        beside sysbench (in the suite: tests/e2e/test_io_modes.py)
   --storage-crashes N   ganesha.nfsd killed with SIGKILL N times under load
-                        while MariaDB keeps running on the hard mount
+                        while MariaDB keeps running on the hard mount (not
+                        in the suite: README, "Known problems")
 
 Each round: a fresh stack (tests/lib/stack.py), sysbench oltp_write_only,
 then CHECK TABLE on every table. Prints one line per round and a summary;
