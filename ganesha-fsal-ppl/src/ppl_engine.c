@@ -68,7 +68,7 @@ struct ppl_engine {
 	size_t elided_n, elided_used, elided_cap;
 	uint64_t materialized, gate_waits, gate_ns;
 
-	uint64_t reads, pages_rebuilt, rebuild_failures, pages_written;
+	uint64_t reads, pages_rebuilt, rebuild_failures, pages_written, stale_writes;
 	uint64_t suspect_upto;         /* after a restart: pages with records below this LSN may
 					* have been elided by the previous run (mark_suspect) */
 	uint64_t suspect_seen, suspect_writes;
@@ -744,7 +744,10 @@ void ppl_engine_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, const
 		if (!page_space(e, fileid, frame, (uint32_t)(p / ps), &space))
 			continue;
 		ppl_node_page_written(n, frame);
-		if (e->pool)
+		/* still elided while records newer than this image wait (a
+		 * replayed old write, see keep_newer_pages) */
+		struct ppl_node_page_info info;
+		if (e->pool && !ppl_node_page_info(n, space, ppl_page_no(frame), &info))
 			elided_put(e, (uint64_t)space << 32 | ppl_page_no(frame), false);
 		__atomic_add_fetch(&e->pages_written, 1, __ATOMIC_RELAXED);
 	}
@@ -856,6 +859,38 @@ static void verify_write(struct ppl_engine *e, uint64_t off, const struct iovec 
 	free(frame);
 }
 
+/* A whole page write older than the page in its file never comes from
+ * InnoDB itself (a page's LSN only grows), but a client replays its
+ * UNSTABLE writes after the server restarted (the write verifier
+ * changed): an image written before pages were elided and materialized
+ * since would put an old page back over one whose records are already
+ * dropped. Such a page is replaced in the request by the file's newer
+ * image, so the write changes nothing for it. Only with elision on:
+ * otherwise every page the file holds came from the client in order. */
+static void keep_newer_pages(struct ppl_engine *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len)
+{
+	size_t ps = e->page_size;
+	if (e->dd == NULL || ps == 0 || off % ps || len < ps)
+		return;
+	uint8_t *in = aligned_alloc(4096, ps), *disk = aligned_alloc(4096, ps);
+	for (uint64_t p = off; in && disk && p + ps <= off + len; p += ps) {
+		iov_copy((struct iovec *)iov, iovcnt, p - off, in, ps, true);
+		uint32_t space = ppl_page_space(in), page_no = ppl_page_no(in);
+		if (page_no != p / ps || !ppl_page_crc_ok(in, ps) ||
+		    ppl_datadir_read_page(e->dd, space, page_no, disk, ps) != 0 || !ppl_page_crc_ok(disk, ps) ||
+		    ppl_page_space(disk) != space || ppl_page_no(disk) != page_no || ppl_page_lsn(disk) <= ppl_page_lsn(in))
+			continue;
+		iov_copy((struct iovec *)iov, iovcnt, p - off, disk, ps, false);
+		if (__atomic_add_fetch(&e->stale_writes, 1, __ATOMIC_RELAXED) <= 16)
+			LogEvent(COMPONENT_FSAL, "PPL: %s: a write of page %" PRIu32 ":%" PRIu32 " at LSN %" PRIu64
+				 " is older than the page in its file (LSN %" PRIu64 "; a client replaying its "
+				 "unstable writes after a restart): the file keeps the newer page", e->datadir,
+				 space, page_no, ppl_page_lsn(in), ppl_page_lsn(disk));
+	}
+	free(in);
+	free(disk);
+}
+
 int ppl_engine_write_begin(struct ppl_engine *e, bool is_log, uint64_t fileid, uint64_t off, const struct iovec *iov,
 			   int iovcnt, size_t len)
 {
@@ -882,6 +917,7 @@ int ppl_engine_write_begin(struct ppl_engine *e, bool is_log, uint64_t fileid, u
 		e->inflight[s]++;
 	}
 	pthread_mutex_unlock(&e->stripe_lock);
+	keep_newer_pages(e, off, iov, iovcnt, len);
 	if (e->verify)
 		verify_write(e, off, iov, iovcnt, len);
 	return 0;
