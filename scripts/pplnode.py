@@ -16,20 +16,10 @@ from lib import ganesha as ganesha_lib  # noqa: E402
 from lib import paths  # noqa: E402
 from lib.ganesha import Ganesha, free_port  # noqa: E402,F401
 from lib.mariadb import MariaDB  # noqa: E402
+from lib.stack import mount_class  # noqa: E402,F401  (scripts start ppl-mount the tests' way)
 
 MY_CNF = os.path.join(REPO, "config", "my.cnf")
 GANESHA_EXAMPLE = os.path.join(REPO, "ganesha.conf.example")
-
-
-def mount_class():
-    """ppl-mount's runner (tests/ppl_mount/_mount.py): foreground child,
-    unmounted with fusermount3, killed by pid only as a last resort."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("ppl_mount_runner",
-                                                  os.path.join(REPO, "tests", "ppl_mount", "_mount.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.PplMount
 
 
 class Compute(MariaDB):

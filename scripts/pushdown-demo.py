@@ -27,7 +27,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pplnode  # noqa: E402
 from pplnode import Compute, paths  # noqa: E402
+from lib import stack as stack_lib  # noqa: E402
 
 TOKEN = "ppl-demo-token"
 MODES = (("elide", "elide"), ("full writes", "passthrough"))
@@ -44,17 +44,10 @@ MODES = (("elide", "elide"), ("full writes", "passthrough"))
 # ---- figures ---------------------------------------------------------------
 
 def catcher_stats(db, path, timeout=20):
-    """libcatcher's counters now: SIGUSR2 makes it rewrite its stats file."""
-    if os.path.exists(path):
-        os.unlink(path)
-    db.proc.send_signal(signal.SIGUSR2)
-    deadline = time.time() + timeout
-    while not os.path.exists(path):
-        if time.time() > deadline:
-            raise SystemExit(f"libcatcher wrote no stats file {path} after SIGUSR2")
-        time.sleep(0.05)
-    with open(path) as f:
-        return json.load(f)
+    try:
+        return stack_lib.catcher_stats(db, path, timeout)
+    except AssertionError as exc:
+        raise SystemExit(str(exc))
 
 
 STATS_LINE = re.compile(r"PPL: stats periodic for \S+: (.*)")

@@ -179,18 +179,25 @@ static void map_set(struct ppl_engine *e, uint64_t fileid, uint32_t space)
 		ppl_datadir_bind(e->dd, fileid, space);
 }
 
-void ppl_engine_file_gone(struct ppl_engine *e, uint64_t fileid)
+/* The slot holding fileid, or NULL; map_lock held. */
+static struct space_slot *map_find(struct ppl_engine *e, uint64_t fileid)
 {
-	pthread_mutex_lock(&e->map_lock);
 	for (unsigned i = 0; i < SPACE_MAP_SIZE; i++) {
 		struct space_slot *s = &e->map[(fileid + i) % SPACE_MAP_SIZE];
 		if (s->fileid == 0)
-			break;
-		if (s->fileid == fileid) {
-			s->space = SPACE_GONE; /* the slot stays: later keys probe past it */
-			break;
-		}
+			return NULL;
+		if (s->fileid == fileid)
+			return s;
 	}
+	return NULL;
+}
+
+void ppl_engine_file_gone(struct ppl_engine *e, uint64_t fileid)
+{
+	pthread_mutex_lock(&e->map_lock);
+	struct space_slot *s = map_find(e, fileid);
+	if (s)
+		s->space = SPACE_GONE; /* the slot stays: later keys probe past it */
 	pthread_mutex_unlock(&e->map_lock);
 	if (e->dd)
 		ppl_datadir_forget(e->dd, fileid);
@@ -198,18 +205,11 @@ void ppl_engine_file_gone(struct ppl_engine *e, uint64_t fileid)
 
 static bool map_get(struct ppl_engine *e, uint64_t fileid, uint32_t *space)
 {
-	bool found = false;
 	pthread_mutex_lock(&e->map_lock);
-	for (unsigned i = 0; i < SPACE_MAP_SIZE; i++) {
-		struct space_slot *s = &e->map[(fileid + i) % SPACE_MAP_SIZE];
-		if (s->fileid == 0)
-			break;
-		if (s->fileid == fileid) {
-			*space = s->space;
-			found = s->space != SPACE_GONE;
-			break;
-		}
-	}
+	struct space_slot *s = map_find(e, fileid);
+	bool found = s && s->space != SPACE_GONE;
+	if (found)
+		*space = s->space;
 	pthread_mutex_unlock(&e->map_lock);
 	return found;
 }

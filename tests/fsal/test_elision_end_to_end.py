@@ -14,10 +14,8 @@ I5, I6):
   directory itself (the storage node's files alone) finds the same rows:
   every elided page reached its data file (materialized before MariaDB's
   checkpoints could pass its records) or is recovered from the log."""
-import json
 import os
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -27,6 +25,7 @@ import pytest
 from lib import paths
 from lib.ganesha import Ganesha, free_port
 from lib.mariadb import MariaDB
+from lib.stack import catcher_stats
 from test_mariadb_over_ppl import ppl_mount_class
 
 TABLES, TABLE_SIZE = 2, 6000
@@ -42,18 +41,6 @@ def check_tables(db):
     out = db.sql("CHECK TABLE " + ",".join(f"sbtest.sbtest{i}" for i in range(1, TABLES + 1)))
     rows = [line.split("\t") for line in out.strip().splitlines()]
     assert rows and all(r[-1] == "OK" for r in rows if r[2] == "status"), out
-
-
-def catcher_stats(db, path, timeout=10):
-    if os.path.exists(path):
-        os.unlink(path)
-    db.proc.send_signal(signal.SIGUSR2)
-    deadline = time.time() + timeout
-    while not os.path.exists(path):
-        assert time.time() < deadline, "libcatcher wrote no stats file"
-        time.sleep(0.05)
-    with open(path) as f:
-        return json.load(f)
 
 
 def test_elision_end_to_end(tmp_path, build_dir):

@@ -2,7 +2,6 @@
 through ppl-mount: the pass-through carries everything InnoDB does
 (O_DIRECT pages, the redo log, fsync, renames), data survives a clean and
 a crash restart, and InnoDB's files show up in the hook counts by class."""
-import importlib.util
 import os
 import re
 import shutil
@@ -12,6 +11,7 @@ import pytest
 from lib import paths
 from lib.ganesha import Ganesha
 from lib.mariadb import MariaDB
+from lib.stack import mount_class
 
 from test_fsal_ppl import stat_fields, stats_at_unexport
 
@@ -25,11 +25,7 @@ OPTIONS = [
 
 def ppl_mount_class():
     """ppl-mount's own test helper (tests/ppl_mount/_mount.py)."""
-    spec = importlib.util.spec_from_file_location(
-        "ppl_mount_helper", os.path.join(paths.REPO, "tests", "ppl_mount", "_mount.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.PplMount
+    return mount_class()
 
 
 def test_mariadb_on_fsal_ppl(tmp_path):

@@ -24,13 +24,30 @@ from lib.ganesha import Ganesha, free_port
 from lib.mariadb import MariaDB
 
 
-def _mount_class():
+def mount_class():
+    """ppl-mount's runner (tests/ppl_mount/_mount.py): foreground child,
+    unmounted with fusermount3, killed by pid only as a last resort."""
     import importlib.util
     spec = importlib.util.spec_from_file_location(
         "ppl_mount_runner", os.path.join(paths.REPO, "tests", "ppl_mount", "_mount.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod.PplMount
+
+
+def catcher_stats(db, path, timeout=10):
+    """libcatcher's counters now: SIGUSR2 makes mariadbd's libcatcher
+    rewrite its stats file at path."""
+    if os.path.exists(path):
+        os.unlink(path)
+    db.proc.send_signal(signal.SIGUSR2)
+    deadline = time.time() + timeout
+    while not os.path.exists(path):
+        if time.time() > deadline:
+            raise AssertionError(f"libcatcher wrote no stats file {path} after SIGUSR2")
+        time.sleep(0.05)
+    with open(path) as f:
+        return json.load(f)
 
 
 TOKEN = "stack-test-token"
@@ -75,7 +92,7 @@ class Stack:
         self.db.start()
 
     def mount_up(self):
-        self.mount = _mount_class()(paths.tool("ppl-mount"), self.g.url(), self.mnt,
+        self.mount = mount_class()(paths.tool("ppl-mount"), self.g.url(), self.mnt,
                                     options=["--hard", "--direct-io"], log=os.path.join(self.base, "ppl-mount.log"))
         self.mount.start()
 
@@ -87,16 +104,7 @@ class Stack:
         self.g.start()
 
     def catcher_stats(self, timeout=10):
-        if os.path.exists(self.stats):
-            os.unlink(self.stats)
-        self.db.proc.send_signal(signal.SIGUSR2)
-        deadline = time.time() + timeout
-        while not os.path.exists(self.stats):
-            if time.time() > deadline:
-                raise AssertionError("libcatcher wrote no stats file")
-            time.sleep(0.05)
-        with open(self.stats) as f:
-            return json.load(f)
+        return catcher_stats(self.db, self.stats, timeout)
 
     def stop(self):
         self.db.kill()
