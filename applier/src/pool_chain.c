@@ -526,7 +526,7 @@ static enum ppl_pool_status pmem_append(struct ppl_pool *p, struct pool_page *e,
 	uint64_t w = pm_load8(&p->pm, toff);
 	uint32_t kind = blk_kind(w), used = blk_used(w), poff = blk_payload_off(kind);
 	uint32_t room = blk_payload_cap(p, kind) - used;
-	uint32_t extra = 0, newb[16];
+	uint32_t extra = 0, newb[POOL_MAX_CHAIN_BLOCKS];
 	if (rl > room) {
 		uint32_t cc = blk_payload_cap(p, BLK_CONT);
 		extra = (rl - room + cc - 1) / cc;
@@ -618,7 +618,7 @@ static enum ppl_pool_status replace_chain(struct ppl_pool *p, struct pool_page *
 		pm_n++;
 	}
 	uint8_t reason = force_reason ? force_reason : pm_len < recs->len ? PPL_POOL_OVER_CAP : 0;
-	uint32_t blk[16];
+	uint32_t blk[POOL_MAX_CHAIN_BLOCKS];
 	if (pm_n > 0 && !alloc_blocks(p, blocks_for(p, pm_len), blk)) {
 		pm_len = 0;
 		pm_n = 0;

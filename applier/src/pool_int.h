@@ -16,6 +16,9 @@
 
 #define POOL_WRITER_LOCKS 256u
 #define POOL_MAX_BLOCK 4096u
+/* The longest chain: the largest cap (4096 B, pool.c checks it) in the
+ * smallest blocks (64 B). Sizes the block lists built on the stack. */
+#define POOL_MAX_CHAIN_BLOCKS (4096u / 64u)
 
 /* DRAM-only records of a page, in the pmem record format, appended in
  * segments that are never moved so readers need no lock. */

@@ -20,7 +20,7 @@
 
 #define PPL_MIN_POOL_SIZE (1ull << 20)
 #define PPL_MAX_BLOCK_SIZE 4096u
-#define PPL_MAX_PER_PAGE_LIMIT 8192u  /* half the largest page size served */
+#define PPL_MAX_PER_PAGE_LIMIT 4096u  /* the pool's limit (applier/src/pool.c) */
 #define PPL_MAX_APPLY_THREADS 64u
 #define PPL_MIN_PAGE_SIZE 4096u       /* a cache smaller than one page is a mistake */
 #define PPL_MAX_STATS_INTERVAL 86400u

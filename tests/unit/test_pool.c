@@ -154,7 +154,7 @@ static enum ppl_pool_status add(struct ppl_pool *p, uint32_t space, uint32_t pag
 				bool init)
 {
 	uint8_t b[512];
-	for (unsigned i = 0; i < len; i++)
+	for (unsigned i = 0; i < len && i < sizeof(b); i++)
 		b[i] = (uint8_t)(lsn + i);
 	struct ppl_pool_rec r = { .start_lsn = lsn, .end_lsn = lsn + 7, .from_init = init, .len = len, .bytes = b };
 	return ppl_pool_append(p, space, page, &r);
@@ -290,6 +290,46 @@ static void test_full(void)
 	struct ppl_pool_page_info info;
 	CHECK(ppl_pool_page_info(p, 9, pg, &info));
 	CHECK(!info.spilled && info.records == 1);
+	ppl_pool_close(p);
+}
+
+/* The largest cap in the smallest blocks: chains of 64 blocks, built,
+ * grown, replaced by a reclaim and read back (a chain longer than 16
+ * blocks once overran a block list on the stack). */
+static void test_largest_cap(void)
+{
+	char err[512];
+	unlink(path);
+	struct ppl_pool_geometry g = { .size = 1 << 20, .identity = "/data/test", .dw_slots = 4,
+				       .max_per_page = 4096 };
+	CHECK(ppl_pool_create(path, &g, err, sizeof(err)) == 0);
+	struct ppl_pool *p = open_pool("/data/test", NULL);
+	if (!p)
+		return;
+	/* one record of 400 B takes 8 more blocks at once */
+	CHECK_EQ_U(add(p, 2, 7, 100, 400, false), PPL_POOL_OK);
+	unsigned k = 1;
+	enum ppl_pool_status st;
+	while ((st = add(p, 2, 7, 100 + 10 * k, 300, false)) == PPL_POOL_OK)
+		k++;
+	CHECK_EQ_U(st, PPL_POOL_OVER_CAP);
+	struct ppl_pool_page_info info;
+	CHECK(ppl_pool_page_info(p, 2, 7, &info));
+	CHECK(info.blocks > 16 && info.blocks <= 64 && info.records == k);
+	/* a reclaim that keeps all but the first rebuilds the whole chain */
+	CHECK_EQ_U(ppl_pool_reclaim(p, 2, 7, 107), PPL_POOL_OK);
+	struct seen s = { 0 };
+	CHECK_EQ_U(ppl_pool_records(p, 2, 7, collect, &s), PPL_POOL_OK);
+	CHECK_EQ_U(s.n, k);
+	CHECK(s.start[0] == 110 && s.len[0] == 300 && s.first[0] == (uint8_t)110);
+	ppl_pool_close(p);
+	p = open_pool("/data/test", NULL);
+	if (!p)
+		return;
+	s = (struct seen){ 0 };
+	CHECK_EQ_U(ppl_pool_records(p, 2, 7, collect, &s), PPL_POOL_OK);
+	CHECK_EQ_U(s.n, k);
+	CHECK(s.dram[s.n - 1] == false && s.start[s.n - 1] == 100 + 10 * k);
 	ppl_pool_close(p);
 }
 
@@ -618,6 +658,7 @@ int main(void)
 	test_refusals();
 	test_records();
 	test_full();
+	test_largest_cap();
 	test_damage();
 	test_doublewrite();
 	test_concurrent();
