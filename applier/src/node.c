@@ -733,6 +733,87 @@ void ppl_node_page_written(struct ppl_node *n, const uint8_t *image)
 	pthread_rwlock_unlock(&n->lock);
 }
 
+/* The page's head chunk is its initialization when the page is from_init:
+ * drop_chunks() cleared everything before it. */
+static bool chunk_is_init(const struct npage *p, const struct nchunk *c)
+{
+	return p->from_init && c == p->head && c->start == p->init_lsn;
+}
+
+int ppl_node_page_chunks(struct ppl_node *n, uint32_t space, uint32_t page_no, ppl_node_chunk_fn fn, void *arg)
+{
+	int r = 0;
+	pthread_rwlock_rdlock(&n->lock);
+	const struct npage *p = find(n, key_of(space, page_no));
+	for (const struct nchunk *c = p ? p->head : NULL; c && r == 0; c = c->next)
+		r = fn(arg, c->start, CHUNK_END(c), chunk_is_init(p, c), c->data, c->len);
+	pthread_rwlock_unlock(&n->lock);
+	return r;
+}
+
+int ppl_node_add_chunk(struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t start_lsn, uint64_t end_lsn,
+		       bool from_init, const uint8_t *recs, size_t len)
+{
+	if (end_lsn <= start_lsn || end_lsn - start_lsn > UINT32_MAX || len > UINT32_MAX)
+		return -1;
+	pthread_rwlock_wrlock(&n->lock);
+	struct npage *p = get(n, key_of(space, page_no));
+	int rc = -1;
+	if (p && (!p->tail || start_lsn >= CHUNK_END(p->tail))) {
+		struct nchunk *c = chunk_alloc(n, len);
+		if (c) {
+			if (from_init) {
+				drop_chunks(n, p);
+				p->from_init = true;
+				p->init_lsn = start_lsn;
+			}
+			memcpy(c->data, recs, len);
+			c->next = NULL;
+			c->start = start_lsn;
+			c->span = (uint32_t)(end_lsn - start_lsn);
+			c->len = (uint32_t)len;
+			if (p->tail)
+				p->tail->next = c;
+			else
+				p->head = c;
+			p->tail = c;
+			p->nchunks++;
+			p->bytes += len;
+			n->st.chunks++;
+			n->st.chunk_bytes += len;
+			rc = 0;
+		}
+	}
+	pthread_rwlock_unlock(&n->lock);
+	return rc;
+}
+
+void ppl_node_rehome(struct ppl_node *n, uint32_t space, uint32_t page_no)
+{
+	pthread_rwlock_wrlock(&n->lock);
+	struct npage *p = find(n, key_of(space, page_no));
+	struct nchunk **link = p ? &p->head : NULL;
+	while (link && *link) {
+		struct nchunk *old = *link, *c;
+		if (CHUNK_BLOCK(old) == n->blocks || (c = chunk_alloc(n, old->len)) == NULL) {
+			/* already in the open block, or no memory: it stays */
+			link = &old->next;
+			continue;
+		}
+		memcpy(c, old, sizeof(*c) + old->len);
+		*link = c;
+		if (p->tail == old)
+			p->tail = c;
+		/* chunk_free() counts a drop; this is a move */
+		n->st.chunks++;
+		n->st.chunk_bytes += old->len;
+		n->st.chunks_dropped--;
+		chunk_free(n, old);
+		link = &c->next;
+	}
+	pthread_rwlock_unlock(&n->lock);
+}
+
 void ppl_node_drop_space(struct ppl_node *n, uint32_t space)
 {
 	pthread_rwlock_wrlock(&n->lock);

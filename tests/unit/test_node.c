@@ -1,7 +1,8 @@
 /* The storage engine on a synthetic log: indexing per page, INIT_PAGE
  * voiding earlier records (also earlier in the same mtr), rebuilds with the
  * LSN rule, the elision decision (ACK only for the exact LSN and checksum;
- * a mismatch marks the page diverged), and full writes as new bases. */
+ * a mismatch marks the page diverged), full writes as new bases, and a
+ * page's chunks taken out and put back (the pool's round trip). */
 #include <string.h>
 
 #include "check.h"
@@ -28,6 +29,21 @@ static size_t init_rec(uint8_t *p, uint32_t space, uint32_t page)
 	p[1] = (uint8_t)space;
 	p[2] = (uint8_t)page;
 	return 3;
+}
+
+struct copy_to {
+	struct ppl_node *n;
+	uint32_t space, page_no;
+	unsigned count, inits;
+};
+
+static int copy_chunk(void *arg, uint64_t start_lsn, uint64_t end_lsn, bool from_init, const uint8_t *recs,
+		      size_t len)
+{
+	struct copy_to *c = arg;
+	c->count++;
+	c->inits += from_init;
+	return ppl_node_add_chunk(c->n, c->space, c->page_no, start_lsn, end_lsn, from_init, recs, len);
 }
 
 int main(void)
@@ -94,6 +110,31 @@ int main(void)
 	memset(p10, 0x77, PS);
 	CHECK(ppl_node_rebuild(n, 5, 10, p10, UINT64_MAX, &changed, &e) == PPL_APPLY_OK && changed);
 	CHECK(p10[400] == 0 && ppl_page_no(p10) == 10);
+
+	/* The chunks as the pool keeps them, put back into a node that never
+	 * saw the log (a restart): the same rebuilds, the initialization
+	 * still voiding what came before it. */
+	struct ppl_node *n2 = ppl_node_new(&cfg);
+	struct copy_to cp = { n2, 5, 9, 0, 0 };
+	CHECK(ppl_node_page_chunks(n, 5, 9, copy_chunk, &cp) == 0 && cp.count == 2 && cp.inits == 0);
+	cp = (struct copy_to){ n2, 5, 10, 0, 0 };
+	CHECK(ppl_node_page_chunks(n, 5, 10, copy_chunk, &cp) == 0 && cp.count == 1 && cp.inits == 1);
+	CHECK(ppl_node_add_chunk(n2, 5, 9, m1, m2, false, rec, 4) == -1); /* before the page's last chunk */
+	CHECK(ppl_node_page_info(n2, 5, 10, &info) && info.from_init && info.init_lsn == m3);
+	uint8_t again[PS];
+	memcpy(again, disk, PS);
+	CHECK(ppl_node_rebuild(n2, 5, 9, again, UINT64_MAX, &changed, &e) == PPL_APPLY_OK && changed);
+	CHECK(ppl_page_lsn(again) == lsn2 && ppl_page_stored_crc(again, PS) == crc2);
+	memset(again, 0x55, PS);
+	CHECK(ppl_node_rebuild(n2, 5, 10, again, UINT64_MAX, &changed, &e) == PPL_APPLY_OK);
+	CHECK(memcmp(again, p10, PS) == 0);
+	/* moved to the newest arena block: still the same page */
+	ppl_node_rehome(n, 5, 9);
+	memcpy(again, disk, PS);
+	CHECK(ppl_node_rebuild(n, 5, 9, again, UINT64_MAX, &changed, &e) == PPL_APPLY_OK && changed);
+	CHECK(ppl_page_stored_crc(again, PS) == crc2);
+	CHECK(ppl_node_page_info(n, 5, 9, &info) && info.chunks == 2 && info.first_lsn == m1);
+	ppl_node_free(n2);
 
 	/* Elision: the exact page is accepted; an older LSN or another
 	 * checksum is not. */

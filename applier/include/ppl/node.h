@@ -108,6 +108,24 @@ void ppl_node_for_each_page(struct ppl_node *n, void (*fn)(void *arg, uint32_t s
  * it): it is the new base; records it contains are dropped. */
 void ppl_node_page_written(struct ppl_node *n, const uint8_t *image);
 
+/* Visits the page's pending chunks (one mini-transaction's records for
+ * the page each) in LSN order; from_init marks the one that initializes
+ * the page. A nonzero return from fn stops the walk and is returned. */
+typedef int (*ppl_node_chunk_fn)(void *arg, uint64_t start_lsn, uint64_t end_lsn, bool from_init,
+				 const uint8_t *recs, size_t len);
+int ppl_node_page_chunks(struct ppl_node *n, uint32_t space, uint32_t page_no, ppl_node_chunk_fn fn, void *arg);
+
+/* Puts back a chunk kept elsewhere (the pmem pool, after a restart): it
+ * must start at or after the page's last chunk. -1: out of order or out
+ * of memory. */
+int ppl_node_add_chunk(struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t start_lsn, uint64_t end_lsn,
+		       bool from_init, const uint8_t *recs, size_t len);
+
+/* The page's chunks will be kept for long (their records are in the pool
+ * and the page is not materialized): copy them into the newest arena
+ * block, so that they do not keep old blocks alive. */
+void ppl_node_rehome(struct ppl_node *n, uint32_t space, uint32_t page_no);
+
 /* ---- elision ---------------------------------------------------------- */
 
 /* Reads the data-file page (the base) for a rebuild; returns 0 or -1. */
