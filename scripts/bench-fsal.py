@@ -10,13 +10,25 @@ by one COMMIT, and timed: on PPL every write is parsed before it is
 acknowledged. Then every page of every data file is read with one 16 KiB
 READ each, timed one by one; on PPL the pages the log changed (those that
 differ between the backup and `mariadb-backup --prepare`) come back
-rebuilt. Prints a Markdown table. Not a test.
+rebuilt. Then, on PPL only, its elision service is asked about those
+pages, over and over for ELISION_SECONDS per row, by one client
+connection (tests/libcatcher/bench_elision.c): first with an LSN one below
+each page's (refused at once, no rebuild, no side effect), then with each
+page's true LSN and checksum taken from the prepared oracle page (an ACK;
+a page with pending records is rebuilt to answer; once acknowledged the
+page counts as elided and the background workers may materialize it, after
+which the answer is a read of its file), with 1 and with 16 questions in
+flight. (A wrong checksum is not asked: it marks the page as diverged.)
+Prints a Markdown table. Not a test.
 
 usage: scripts/bench-fsal.py [--tables N] [--table-size N] [--seconds S] [--write-kib N]
+                             [--elision-seconds S]
 """
 import argparse
+import json
 import os
 import shutil
+import subprocess
 import statistics
 import sys
 import tempfile
@@ -27,7 +39,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "fsal"))
 
 from lib import paths  # noqa: E402
-from lib.ganesha import Ganesha  # noqa: E402
+from lib.ganesha import Ganesha, free_port  # noqa: E402
 from lib.oracle import data_files, page_size_of, prepare  # noqa: E402
 from _libnfs import Client  # noqa: E402
 from test_fsal_oracle import make_backup  # noqa: E402
@@ -38,9 +50,23 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(len(xs) * p / 100))]
 
 
-def run(base, backup, log, fsal, plugins, write_kib, changed):
+TOKEN = "bench-fsal"
+
+
+def ask(port, questions, seconds, depth):
+    """bench_elision's figures for one run of questions."""
+    tool = os.path.join(paths.build_dir(), "tests", "libcatcher", "bench_elision")
+    r = subprocess.run([tool, "127.0.0.1", str(port), TOKEN, questions, str(seconds), str(depth)],
+                       capture_output=True, text=True, check=True)
+    return json.loads(r.stdout)
+
+
+def run(base, backup, log, fsal, plugins, write_kib, changed, elision=None):
+    """elision: (port, true questions file, LSN-1 file, seconds), asked
+    after the reads; their figures are returned last."""
     export = os.path.join(base, "export")
     shutil.copytree(backup, export, ignore=shutil.ignore_patterns("ib_logfile0"))
+    answers = {}
     with Ganesha(os.path.join(base, "ganesha"), export, fsal=fsal, plugins_dir=plugins).start() as g:
         with Client(g.url("")) as c:
             fh = c.open("ib_logfile0", os.O_RDWR | os.O_CREAT)
@@ -63,9 +89,30 @@ def run(base, backup, log, fsal, plugins, write_kib, changed):
                     dt = time.perf_counter() - t
                     (lat_changed if (rel, off // ps) in changed else lat_other).append(dt * 1e6)
                 c.close_file(fh)
+        if elision:
+            port, good, ahead, seconds = elision
+            answers[("ahead", 16)] = ask(port, ahead, seconds, 16)
+            for depth in (1, 16):
+                answers[("true", depth)] = ask(port, good, seconds, depth)
     text = g.log_text()
     engine = [line for line in text.splitlines() if "| engine:" in line]
-    return ingest_s, lat_changed, lat_other, engine[-1].split("| ", 1)[1] if engine else ""
+    return ingest_s, lat_changed, lat_other, engine[-1].split("| ", 1)[1] if engine else "", answers
+
+
+def questions(prepared, changed, path, lsn_back):
+    """The elision questions for the changed pages, as libcatcher would
+    ask them for the pages MariaDB's recovery produces."""
+    files = data_files(prepared)
+    with open(path, "w") as out:
+        for rel, page_no in sorted(changed):
+            ps = page_size_of(files[rel])
+            with open(files[rel], "rb") as f:
+                f.seek(page_no * ps)
+                page = f.read(ps)
+            lsn = int.from_bytes(page[16:24], "big") - lsn_back
+            space = int.from_bytes(page[34:38], "big")
+            checksum = int.from_bytes(page[-4:], "big")
+            out.write(f"{space} {page_no} {lsn} {checksum} {ps}\n")
 
 
 def main():
@@ -74,6 +121,7 @@ def main():
     ap.add_argument("--table-size", type=int, default=20000)
     ap.add_argument("--seconds", type=int, default=30)
     ap.add_argument("--write-kib", type=int, default=64)
+    ap.add_argument("--elision-seconds", type=int, default=10)
     a = ap.parse_args()
     base = tempfile.mkdtemp(prefix="ppl-bench-fsal-")
     backup = make_backup(base, a.tables, a.table_size, a.seconds)
@@ -98,9 +146,17 @@ def main():
     plugins = os.path.join(paths.build_dir(), "ganesha-fsal-ppl", "plugins")
     os.makedirs(os.path.join(base, "ppl", "pmem"))
     os.makedirs(os.path.join(base, "vfs"))
+    pool = os.path.join(base, "ppl", "pmem", "ppl.pool")
+    subprocess.run([paths.tool("ppl-inspect"), "pool", "create", pool, "--identity",
+                    os.path.join(base, "ppl", "export"), "--size", "64M"], check=True, stdout=subprocess.DEVNULL)
+    good, ahead = os.path.join(base, "ask-true"), os.path.join(base, "ask-ahead")
+    questions(prepared, changed, good, 0)
+    questions(prepared, changed, ahead, 1)
+    port = free_port()
     ppl = run(os.path.join(base, "ppl"), backup, log,
-              f'FSAL {{ Name = PPL; Pool_Path = "{base}/ppl/pmem/ppl.pool"; Stats_Interval = 0; '
-              f'FSAL {{ Name = VFS; }} }}', plugins, a.write_kib, changed)
+              f'FSAL {{ Name = PPL; Pool_Path = "{pool}"; Stats_Interval = 0; Elision_Port = {port}; '
+              f'Elision_Token = "{TOKEN}"; FSAL {{ Name = VFS; }} }}', plugins, a.write_kib, changed,
+              elision=(port, good, ahead, a.elision_seconds))
     vfs = run(os.path.join(base, "vfs"), backup, log, "FSAL { Name = VFS; }", plugins, a.write_kib, changed)
     mb = len(log) / 1e6
     print(f"log {mb:.1f} MB written in {a.write_kib} KiB WRITEs; {len(changed)} pages changed by the log; "
@@ -113,6 +169,15 @@ def main():
         p, v = ppl[i], vfs[i]
         print(f"| 16 KiB READ, {label} ({len(p)}): p50 / p99 | {statistics.median(p):.0f} / {pct(p, 99):.0f} µs "
               f"| {statistics.median(v):.0f} / {pct(v, 99):.0f} µs |")
+    print(f"\nElision answers, one connection, {len(changed)} pages asked about in turn for "
+          f"{a.elision_seconds} s per row:\n")
+    print("| questions | in flight | answers/s | p50 / p99 per question | verdicts |")
+    print("|---|---:|---:|---:|---|")
+    for (kind, depth), r in ppl[4].items():
+        label = "true LSN and checksum" if kind == "true" else "LSN one below the page's"
+        verdicts = ", ".join(f"{k} {v}" for k, v in r["verdicts"].items())
+        print(f"| {label} | {depth} | {r['per_second']:.0f} | {r['p50_us']:.0f} / {r['p99_us']:.0f} µs | "
+              f"{verdicts} |")
     print(f"\nPPL {ppl[3]}")
     shutil.rmtree(base, ignore_errors=True)
 
