@@ -117,7 +117,7 @@ int ppl_config_check(const struct ppl_config *c, char *err, size_t errlen)
 	if (!is_pow2(c->block_size) || c->block_size < 64 || c->block_size > PPL_MAX_BLOCK_SIZE)
 		return fail(err, errlen, "Block_Size = %u: must be a power of two from 64 to %u (64 is the "
 			    "NVDIMM write unit the design assumes)", c->block_size, PPL_MAX_BLOCK_SIZE);
-	if (c->pool_size < PPL_MIN_POOL_SIZE || c->pool_size % c->block_size)
+	if (c->pool_size != 0 && (c->pool_size < PPL_MIN_POOL_SIZE || c->pool_size % c->block_size))
 		return fail(err, errlen, "Pool_Size = %llu: must be at least %llu bytes and a multiple of "
 			    "Block_Size (%u)", (unsigned long long)c->pool_size,
 			    (unsigned long long)PPL_MIN_POOL_SIZE, c->block_size);
@@ -125,7 +125,7 @@ int ppl_config_check(const struct ppl_config *c, char *err, size_t errlen)
 	    c->max_per_page > PPL_MAX_PER_PAGE_LIMIT)
 		return fail(err, errlen, "Max_Per_Page = %u: must be a multiple of Block_Size (%u) and at "
 			    "most %u bytes", c->max_per_page, c->block_size, PPL_MAX_PER_PAGE_LIMIT);
-	if (c->pool_size / c->max_per_page < 16)
+	if (c->pool_size != 0 && c->pool_size / c->max_per_page < 16)
 		return fail(err, errlen, "Pool_Size = %llu holds fewer than 16 pages of Max_Per_Page = %u "
 			    "bytes: make the pool larger", (unsigned long long)c->pool_size, c->max_per_page);
 	if (c->apply_threads < 1 || c->apply_threads > PPL_MAX_APPLY_THREADS)
@@ -163,11 +163,14 @@ int ppl_config_format(const struct ppl_config *c, char *buf, size_t len)
 			 c->elision_address, strchr(c->elision_address, ':') ? "]" : "", c->elision_port);
 	else
 		snprintf(elision, sizeof(elision), "off");
+	char size[32] = "(as-created)";
+	if (c->pool_size)
+		snprintf(size, sizeof(size), "%llu", (unsigned long long)c->pool_size);
 	return snprintf(buf, len,
-			"Pool_Path=%s Pool_Size=%llu Block_Size=%u Max_Per_Page=%u Apply_Threads=%u "
+			"Pool_Path=%s Pool_Size=%s Block_Size=%u Max_Per_Page=%u Apply_Threads=%u "
 			"Page_Cache_Size=%llu Elision=%s Elision_Clients=%s Elision_Token=%s Verify=%s "
 			"Stats_Interval=%u",
-			c->pool_path, (unsigned long long)c->pool_size, c->block_size, c->max_per_page,
+			c->pool_path, size, c->block_size, c->max_per_page,
 			c->apply_threads, (unsigned long long)c->page_cache_size, elision, c->elision_clients,
 			c->elision_token && c->elision_token[0] ? "(set)" : "(none)", c->verify ? "on" : "off",
 			c->stats_interval);

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PPL_DEFAULT_POOL_SIZE (256ull << 20)
+#define PPL_DEFAULT_POOL_SIZE 0ull /* the size the pool was created with */
 #define PPL_DEFAULT_BLOCK_SIZE 64u
 #define PPL_DEFAULT_MAX_PER_PAGE 256u
 #define PPL_DEFAULT_APPLY_THREADS 2u

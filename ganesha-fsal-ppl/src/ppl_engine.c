@@ -22,6 +22,8 @@
 #include "ppl/redo.h"
 #include "ppl_config.h"
 #include "ppl_engine.h"
+#include "ppl_histogram.h"
+#include "ppl_page_cache.h"
 
 #define SPACE_MAP_SIZE 4096u /* open addressing, fileid -> space id */
 #define STRIPES 1024u
@@ -44,6 +46,8 @@ struct ppl_engine {
 	unsigned start_attempts;       /* catch-ups from the file that met a damaged tail */
 	size_t page_size;
 	struct ppl_datadir *dd;        /* pages by space id, for reads that cover part of a page */
+	size_t cache_bytes;            /* Page_Cache_Size; the cache is made once the page size is known */
+	struct ppl_page_cache *cache;
 	struct ppl_node *retired[16];  /* replaced nodes, freed at the end: readers may hold them */
 	unsigned nretired;
 
@@ -67,8 +71,24 @@ struct ppl_engine {
 	uint64_t *elided;              /* open addressing, key+2 (0 empty, 1 removed) */
 	size_t elided_n, elided_used, elided_cap;
 	uint64_t materialized, gate_waits, gate_ns;
+	/* pages whose records went to the pool instead, records appended,
+	 * materialized because over the cap or because the pool was full */
+	uint64_t pool_kept, pool_records, pool_over_cap, pool_full;
+	uint64_t pool_loaded_pages, pool_loaded_records; /* put back at a restart */
+	uint64_t cleaned, ahead;       /* materialized by the cleaner; settled ahead of a checkpoint */
+
+	/* Background apply (Apply_Threads): worker i settles the elided pages
+	 * whose key hashes to i, ahead of the checkpoints, and cleans the
+	 * pool when its free blocks run low. */
+	pthread_t workers[64];
+	unsigned nworkers, nstarted;
+	uint64_t log_capacity;         /* bytes of records the log file holds */
+	pthread_mutex_t work_lock;
+	pthread_cond_t work_cond;
+	bool work_stop;
 
 	uint64_t reads, pages_rebuilt, rebuild_failures, pages_written, stale_writes;
+	struct ppl_histogram mtrs_per_rebuild; /* mini-transactions applied per page rebuilt for a read */
 	uint64_t suspect_upto;         /* after a restart: pages with records below this LSN may
 					* have been elided by the previous run (mark_suspect) */
 	uint64_t suspect_seen, suspect_writes;
@@ -90,6 +110,8 @@ static uint64_t now_ns(void)
 static int checkpoint_gate(struct ppl_engine *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len);
 static void on_file(void *arg, const struct ppl_node_file_event *ev);
 static bool elided_put(struct ppl_engine *e, uint64_t key, bool add);
+static void materialize_elided(struct ppl_engine *e, struct ppl_node *n);
+static void stop_workers(struct ppl_engine *e);
 
 static struct ppl_node *node_of(struct ppl_engine *e)
 {
@@ -122,6 +144,8 @@ struct ppl_engine *ppl_engine_new(const char *datadir)
 	pthread_cond_init(&e->stripe_cond, NULL);
 	pthread_mutex_init(&e->gate_lock, NULL);
 	pthread_mutex_init(&e->elided_lock, NULL);
+	pthread_mutex_init(&e->work_lock, NULL);
+	pthread_cond_init(&e->work_cond, NULL);
 	return e;
 }
 
@@ -129,18 +153,27 @@ void ppl_engine_free(struct ppl_engine *e)
 {
 	if (e == NULL)
 		return;
-	/* the service first: its threads call into the node */
+	/* the service and the workers first: their threads call into the node */
 	if (e->elision)
 		ppl_elision_server_stop(e->elision);
+	stop_workers(e);
+	/* A clean stop leaves a datadir MariaDB can use without this node:
+	 * pages kept in the pool go to their files (after a crash they come
+	 * back from the pool at the next start instead). */
+	if (e->pool && e->node)
+		materialize_elided(e, e->node);
 	ppl_pool_close(e->pool);
 	pthread_mutex_destroy(&e->stripe_lock);
 	pthread_cond_destroy(&e->stripe_cond);
 	pthread_mutex_destroy(&e->gate_lock);
 	pthread_mutex_destroy(&e->elided_lock);
+	pthread_mutex_destroy(&e->work_lock);
+	pthread_cond_destroy(&e->work_cond);
 	free(e->elided);
 	ppl_node_free(e->node);
 	ppl_node_free(e->building);
 	ppl_datadir_close(e->dd);
+	ppl_page_cache_free(e->cache);
 	for (unsigned i = 0; i < e->nretired; i++)
 		ppl_node_free(e->retired[i]);
 	pthread_mutex_destroy(&e->log_lock);
@@ -301,6 +334,9 @@ static int make_node(struct ppl_engine *e, bool from_file)
 		return -1;
 	e->page_size = ps;
 	e->building = n;
+	if (e->cache == NULL && e->cache_bytes >= ps && (e->cache = ppl_page_cache_new(e->cache_bytes, ps)) == NULL)
+		LogWarn(COMPONENT_FSAL, "PPL: %s: no memory for the %zu-byte rebuilt-page cache; pages are rebuilt "
+			"on every read", e->datadir, e->cache_bytes);
 	if (e->dd == NULL) {
 		char err[256];
 		e->dd = ppl_datadir_open(e->datadir, err, sizeof(err));
@@ -441,6 +477,127 @@ static int feed_to_end(struct ppl_engine *e, uint64_t ck_lsn, uint64_t from, uin
 	return 0;
 }
 
+/* ---- per-page records kept in the pool, put back at a restart ---------- */
+
+struct pool_keys {
+	uint64_t *keys;
+	size_t n, cap;
+	bool incomplete;
+};
+
+static void collect_pool_page(void *arg, uint32_t space, uint32_t page_no, const struct ppl_pool_page_info *i)
+{
+	struct pool_keys *k = arg;
+	(void)i;
+	if (k->n == k->cap) {
+		size_t cap = k->cap ? 2 * k->cap : 1024;
+		uint64_t *t = realloc(k->keys, cap * sizeof(*t));
+		if (t == NULL) {
+			k->incomplete = true;
+			return;
+		}
+		k->keys = t;
+		k->cap = cap;
+	}
+	k->keys[k->n++] = (uint64_t)space << 32 | page_no;
+}
+
+struct pool_load {
+	struct ppl_node *n;
+	uint32_t space, page_no;
+	uint64_t before;               /* the log is re-read from here */
+	uint64_t file_lsn;             /* the data file's page holds records up to here */
+	unsigned added;
+	bool failed;
+};
+
+static int pool_rec_to_node(void *arg, const struct ppl_pool_rec *r)
+{
+	struct pool_load *l = arg;
+	if (r->start_lsn >= l->before)
+		return 1; /* the log holds it and everything after it */
+	if (r->end_lsn <= l->file_lsn)
+		return 0;
+	if (ppl_node_add_chunk(l->n, l->space, l->page_no, r->start_lsn, r->end_lsn, r->from_init, r->bytes,
+			       r->len) != 0) {
+		l->failed = true;
+		return 1;
+	}
+	l->added++;
+	return 0;
+}
+
+/* After a restart the index starts at MariaDB's checkpoint; the records of
+ * pages kept in the pool instead of materialized (settle()) lie before it
+ * and come back from the pool (I6), and the pages count as elided again:
+ * their newest version exists nowhere but in records. Records the data
+ * file already holds (a write that reached it just before the crash) are
+ * skipped, not reclaimed here: a reclaim that keeps later records needs
+ * new blocks, and in a full pool those records would fall back to DRAM
+ * although the log no longer holds them. */
+static int load_pool(struct ppl_engine *e, struct ppl_node *n, uint64_t ck_lsn, uint64_t capacity)
+{
+	struct pool_keys k = { 0 };
+	uint64_t t0 = now_ns(), durable = ppl_pool_durable_lsn(e->pool);
+	ppl_pool_for_each_page(e->pool, collect_pool_page, &k);
+	if (k.incomplete) {
+		free(k.keys);
+		stop_ingest(e, "out of memory listing the pool's pages");
+		return -1;
+	}
+	if (k.n && durable > ck_lsn + capacity) {
+		free(k.keys);
+		stop_ingest(e, "the pool's records reach LSN beyond anything this log can have written: the pool "
+			       "belongs to another datadir (re-create it with `ppl-inspect pool create` after the "
+			       "datadir was re-initialized)");
+		return -1;
+	}
+	uint8_t *frame = aligned_alloc(4096, e->page_size);
+	int rc = frame ? 0 : -1;
+	uint64_t unfound = 0;
+	e->pool_loaded_pages = e->pool_loaded_records = 0; /* an earlier attempt's node is gone */
+	for (size_t i = 0; i < k.n && rc == 0; i++) {
+		struct pool_load l = { .n = n, .space = (uint32_t)(k.keys[i] >> 32), .page_no = (uint32_t)k.keys[i],
+				       .before = ck_lsn };
+		if (ppl_datadir_read_page(e->dd, l.space, l.page_no, frame, e->page_size) == 0) {
+			if (ppl_page_no(frame) == l.page_no && ppl_page_space(frame) == l.space)
+				l.file_lsn = ppl_page_lsn(frame);
+		} else if (unfound++ < 8) {
+			LogCrit(COMPONENT_FSAL, "PPL: %s: the pool holds records of page %" PRIu32 ":%" PRIu32 " but no "
+				"file of space %" PRIu32 " is found: they are kept; MariaDB's checkpoint cannot pass "
+				"them until the file is back", e->datadir, l.space, l.page_no, l.space);
+		}
+		enum ppl_pool_status st = ppl_pool_records(e->pool, l.space, l.page_no, pool_rec_to_node, &l);
+		if (st == PPL_POOL_CORRUPT) {
+			char why[160];
+			snprintf(why, sizeof(why), "the pool's records of page %" PRIu32 ":%" PRIu32 " fail their "
+				 "checksum (ppl-inspect pool dump shows them)", l.space, l.page_no);
+			stop_ingest(e, why);
+			rc = -1;
+		} else if (l.failed) {
+			stop_ingest(e, "out of memory putting the pool's records back into the index");
+			rc = -1;
+		} else if (l.added && !elided_put(e, k.keys[i], true)) {
+			stop_ingest(e, "out of memory noting the pages put back from the pool");
+			rc = -1;
+		} else if (l.added) {
+			e->pool_loaded_pages++;
+			e->pool_loaded_records += l.added;
+		} else if (l.file_lsn) {
+			/* nothing before the checkpoint the file lacks: the
+			 * blocks are free again (later records are in the log) */
+			ppl_pool_reclaim(e->pool, l.space, l.page_no, l.file_lsn);
+		}
+	}
+	free(frame);
+	free(k.keys);
+	if (rc == 0 && k.n)
+		LogEvent(COMPONENT_FSAL, "PPL: %s: %" PRIu64 " page(s) with %" PRIu64 " record(s) before the checkpoint "
+			 "LSN %" PRIu64 " put back from the pool in %.3f s", e->datadir, e->pool_loaded_pages,
+			 e->pool_loaded_records, ck_lsn, (double)(now_ns() - t0) / 1e9);
+	return rc;
+}
+
 #define TO_END UINT64_MAX
 
 /* First log write since the engine started (or the export started with a
@@ -483,6 +640,9 @@ static int start_ingest(struct ppl_engine *e, uint64_t write_end)
 		return -1;
 	}
 	uint64_t from = ppl_redo_offset_of(r, ck->lsn);
+	e->log_capacity = size - area;
+	if (e->pool != NULL && load_pool(e, e->building, ck->lsn, size - area) != 0)
+		return -1;
 	int rc = 0;
 	if (write_end == TO_END) {
 		rc = feed_to_end(e, ck->lsn, from, size, area);
@@ -571,6 +731,12 @@ out:
 
 void ppl_engine_log_replaced(struct ppl_engine *e)
 {
+	/* The new log starts after a checkpoint, but pages kept in the pool
+	 * have records before it that only the old index holds in memory:
+	 * they go to their data files before the index is replaced. */
+	struct ppl_node *old = node_of(e);
+	if (old && e->pool)
+		materialize_elided(e, old);
 	pthread_mutex_lock(&e->log_lock);
 	ppl_node_free(e->building);
 	e->building = NULL;
@@ -654,6 +820,9 @@ static void on_file(void *arg, const struct ppl_node_file_event *ev)
 	struct ppl_engine *e = arg;
 	if (e->dd == NULL)
 		return;
+	/* the node has dropped the space's records; its pool records go too */
+	if (e->pool && (ev->type == PPL_FILE_DELETE || ev->type == PPL_EXT_TRIM_PAGES))
+		ppl_pool_drop_space(e->pool, ev->space_id);
 	if (ev->type == PPL_FILE_CREATE)
 		ppl_datadir_note(e->dd, ev->space_id, ev->name);
 	else if (ev->type == PPL_FILE_RENAME)
@@ -678,6 +847,13 @@ int ppl_engine_read(struct ppl_engine *e, uint64_t fileid, uint64_t off, struct 
 		struct ppl_node_page_info info;
 		if (!page_space(e, fileid, frame, page_no, &space) || !ppl_node_page_info(n, space, page_no, &info))
 			continue;
+		/* the log initializes the page: the rebuild does not read the base */
+		uint64_t base = info.from_init ? 0 : ppl_page_lsn(frame);
+		if (e->cache && ppl_page_cache_get(e->cache, space, page_no, base, info.last_lsn, frame)) {
+			iov_copy(iov, iovcnt, p - off, frame, ps, false);
+			__atomic_add_fetch(&e->pages_rebuilt, 1, __ATOMIC_RELAXED);
+			continue;
+		}
 		bool changed = false;
 		struct ppl_apply_error err;
 		enum ppl_apply_status st = ppl_node_rebuild(n, space, page_no, frame, UINT64_MAX, &changed, &err);
@@ -692,6 +868,9 @@ int ppl_engine_read(struct ppl_engine *e, uint64_t fileid, uint64_t off, struct 
 		if (changed) {
 			iov_copy(iov, iovcnt, p - off, frame, ps, false);
 			__atomic_add_fetch(&e->pages_rebuilt, 1, __ATOMIC_RELAXED);
+			ppl_histogram_add(&e->mtrs_per_rebuild, info.chunks);
+			if (e->cache)
+				ppl_page_cache_put(e->cache, space, page_no, base, ppl_page_lsn(frame), frame);
 		}
 	}
 	/* A read that covers only part of a page (never InnoDB's own, which
@@ -744,11 +923,14 @@ void ppl_engine_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, const
 		if (!page_space(e, fileid, frame, (uint32_t)(p / ps), &space))
 			continue;
 		ppl_node_page_written(n, frame);
-		/* still elided while records newer than this image wait (a
-		 * replayed old write, see keep_newer_pages) */
-		struct ppl_node_page_info info;
-		if (e->pool && !ppl_node_page_info(n, space, ppl_page_no(frame), &info))
-			elided_put(e, (uint64_t)space << 32 | ppl_page_no(frame), false);
+		if (e->pool) {
+			ppl_pool_reclaim(e->pool, space, ppl_page_no(frame), ppl_page_lsn(frame));
+			/* still elided while records newer than this image
+			 * wait (a replayed old write, see keep_newer_pages) */
+			struct ppl_node_page_info info;
+			if (!ppl_node_page_info(n, space, ppl_page_no(frame), &info))
+				elided_put(e, (uint64_t)space << 32 | ppl_page_no(frame), false);
+		}
 		__atomic_add_fetch(&e->pages_written, 1, __ATOMIC_RELAXED);
 	}
 	free(frame);
@@ -835,6 +1017,11 @@ static unsigned stripe_of(uint64_t fileid, uint64_t unit)
 void ppl_engine_set_verify(struct ppl_engine *e, bool on)
 {
 	e->verify = on;
+}
+
+void ppl_engine_set_page_cache(struct ppl_engine *e, size_t bytes)
+{
+	e->cache_bytes = bytes;
 }
 
 static int read_base(void *arg, uint32_t space, uint32_t page_no, uint8_t *frame);
@@ -938,10 +1125,10 @@ void ppl_engine_write_end(struct ppl_engine *e, bool is_log, uint64_t fileid, ui
 	pthread_mutex_unlock(&e->stripe_lock);
 }
 
-/* Writes the page as the index has it, through a doublewrite slot, unless
- * the data file already holds it; then it is the page's base. Runs with
- * the page's stripe held, so no write of MariaDB's to it is in flight. */
-static int materialize(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint32_t page_no)
+/* The page's stripe, taken for materialization or for moving its records
+ * to the pool: no write of MariaDB's to it is in flight meanwhile, and no
+ * other thread works on it. -1 when no file holds the space. */
+static int page_claim(struct ppl_engine *e, uint32_t space, uint32_t page_no, unsigned *stripe)
 {
 	char path[4096];
 	struct stat st;
@@ -952,14 +1139,40 @@ static int materialize(struct ppl_engine *e, struct ppl_node *n, uint32_t space,
 			"space %" PRIu32, e->datadir, space, page_no, space);
 		return -1;
 	}
-	size_t ps = e->page_size;
-	unsigned s = stripe_of((uint64_t)st.st_ino, ((uint64_t)page_no * ps) >> STRIPE_SHIFT);
+	unsigned s = stripe_of((uint64_t)st.st_ino, ((uint64_t)page_no * e->page_size) >> STRIPE_SHIFT);
 	pthread_mutex_lock(&e->stripe_lock);
 	while (e->busy[s] || e->inflight[s])
 		pthread_cond_wait(&e->stripe_cond, &e->stripe_lock);
 	e->busy[s] = 1;
 	pthread_mutex_unlock(&e->stripe_lock);
+	*stripe = s;
+	return 0;
+}
 
+static void page_release(struct ppl_engine *e, unsigned s)
+{
+	pthread_mutex_lock(&e->stripe_lock);
+	e->busy[s] = 0;
+	pthread_cond_broadcast(&e->stripe_cond);
+	pthread_mutex_unlock(&e->stripe_lock);
+}
+
+/* The page now in its data file is at LSN lsn: records up to it leave the
+ * index and the pool, and the page leaves the elided set. */
+static void page_settled(struct ppl_engine *e, struct ppl_node *n, const uint8_t *frame)
+{
+	uint32_t space = ppl_page_space(frame), page_no = ppl_page_no(frame);
+	ppl_node_page_written(n, frame);
+	ppl_pool_reclaim(e->pool, space, page_no, ppl_page_lsn(frame));
+	elided_put(e, (uint64_t)space << 32 | page_no, false);
+}
+
+/* Writes the page as the index has it, through a doublewrite slot, unless
+ * the data file already holds it; then it is the page's base. The caller
+ * holds the page's stripe. */
+static int materialize(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint32_t page_no)
+{
+	size_t ps = e->page_size;
 	int rc = -1;
 	uint8_t *frame = aligned_alloc(4096, ps);
 	bool changed = false;
@@ -972,8 +1185,7 @@ static int materialize(struct ppl_engine *e, struct ppl_node *n, uint32_t space,
 		LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be rebuilt to materialize it "
 			"(%s)", e->datadir, space, page_no, aerr.msg);
 	} else if (!changed) {
-		ppl_node_page_written(n, frame); /* the file already holds it */
-		elided_put(e, (uint64_t)space << 32 | page_no, false);
+		page_settled(e, n, frame); /* the file already holds it */
 		rc = 0;
 	} else {
 		int slot = ppl_pool_dw_stage(e->pool, space, page_no, frame, ps, err, sizeof(err));
@@ -981,27 +1193,100 @@ static int materialize(struct ppl_engine *e, struct ppl_node *n, uint32_t space,
 			LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 ": %s", e->datadir, space, page_no,
 				err);
 		} else if (ppl_datadir_write_page(e->dd, space, page_no, frame, ps) != 0) {
-			LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 " could not be written to %s: %s; "
-				"its doublewrite slot is kept", e->datadir, space, page_no, path, strerror(errno));
+			LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 " could not be written to its "
+				"file: %s; its doublewrite slot is kept", e->datadir, space, page_no, strerror(errno));
 		} else {
 			ppl_pool_dw_release(e->pool, slot);
-			ppl_node_page_written(n, frame);
-			elided_put(e, (uint64_t)space << 32 | page_no, false);
+			page_settled(e, n, frame);
 			__atomic_add_fetch(&e->materialized, 1, __ATOMIC_RELAXED);
 			rc = 0;
 		}
 	}
 	free(frame);
-	pthread_mutex_lock(&e->stripe_lock);
-	e->busy[s] = 0;
-	pthread_cond_broadcast(&e->stripe_cond);
-	pthread_mutex_unlock(&e->stripe_lock);
 	return rc;
+}
+
+struct to_pool {
+	struct ppl_pool *pool;
+	uint32_t space, page_no;
+	uint64_t have;                 /* the pool holds the page's records up to here */
+	enum ppl_pool_status st;
+	unsigned appended;
+};
+
+static int chunk_to_pool(void *arg, uint64_t start_lsn, uint64_t end_lsn, bool from_init, const uint8_t *recs,
+			 size_t len)
+{
+	struct to_pool *t = arg;
+	if (end_lsn <= t->have)
+		return 0;
+	if (len > UINT16_MAX) {
+		t->st = PPL_POOL_OVER_CAP;
+		return 1;
+	}
+	struct ppl_pool_rec r = { .start_lsn = start_lsn, .end_lsn = end_lsn, .from_init = from_init,
+				  .len = (uint16_t)len, .bytes = recs };
+	t->st = ppl_pool_append(t->pool, t->space, t->page_no, &r);
+	if (t->st != PPL_POOL_OK)
+		return 1;
+	t->appended++;
+	return 0;
+}
+
+/* Makes every record the index holds for an elided page durable outside
+ * the log: in the pmem pool while the page is under its cap (NV-PPL: the
+ * page stays unmaterialized), else by materializing it. Page 0 is always
+ * materialized: it names its file's space, and after a restart the pool's
+ * records are found a file only through it. The caller holds the
+ * page's stripe. */
+static int settle(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint32_t page_no)
+{
+	struct ppl_pool_page_info pi;
+	struct to_pool t = { .pool = e->pool, .space = space, .page_no = page_no, .st = PPL_POOL_OK };
+	if (page_no == 0)
+		return materialize(e, n, space, page_no);
+	if (ppl_pool_page_info(e->pool, space, page_no, &pi)) {
+		if (pi.spilled || pi.damaged)
+			return materialize(e, n, space, page_no);
+		t.have = pi.last_lsn;
+	}
+	ppl_node_page_chunks(n, space, page_no, chunk_to_pool, &t);
+	if (t.st != PPL_POOL_OK) {
+		/* over the cap, or the pool is full (foreground reclamation:
+		 * this page's records leave the pool with it) */
+		__atomic_add_fetch(t.st == PPL_POOL_FULL ? &e->pool_full : &e->pool_over_cap, 1, __ATOMIC_RELAXED);
+		if (t.st == PPL_POOL_FULL)
+			pthread_cond_broadcast(&e->work_cond); /* wake the cleaner */
+		return materialize(e, n, space, page_no);
+	}
+	if (t.appended) {
+		ppl_node_rehome(n, space, page_no);
+		__atomic_add_fetch(&e->pool_records, t.appended, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&e->pool_kept, 1, __ATOMIC_RELAXED);
+	}
+	return 0;
+}
+
+/* settle() or materialize() with the page's stripe held. */
+static int with_page(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint32_t page_no, bool to_disk)
+{
+	unsigned s;
+	if (page_claim(e, space, page_no, &s) != 0)
+		return -1;
+	int rc = to_disk ? materialize(e, n, space, page_no) : settle(e, n, space, page_no);
+	page_release(e, s);
+	return rc;
+}
+
+static unsigned key_part(uint64_t key, unsigned nparts)
+{
+	return (unsigned)(((key * 0x9e3779b97f4a7c15ull) >> 32) % nparts);
 }
 
 struct due {
 	struct ppl_engine *e;
 	uint64_t upto;
+	unsigned part, nparts;         /* only keys hashing to part (nparts 0: all) */
 	size_t n, cap;
 	uint64_t *keys;
 	bool incomplete;       /* out of memory: some page is missing from keys */
@@ -1013,6 +1298,8 @@ static void collect_due(void *arg, uint32_t space, uint32_t page_no, const struc
 	if (!i->known || i->first_lsn >= d->upto)
 		return;
 	uint64_t key = (uint64_t)space << 32 | page_no;
+	if (d->nparts && key_part(key, d->nparts) != d->part)
+		return;
 	if (!d->e->gate_all && !elided_has(d->e, key))
 		return; /* MariaDB wrote it itself */
 	if (d->n == d->cap) {
@@ -1065,10 +1352,14 @@ static int checkpoint_gate(struct ppl_engine *e, uint64_t off, const struct iove
 	ppl_node_for_each_page(n, collect_due, &d);
 	int rc = d.incomplete ? ENOMEM : 0; /* never pass a page it could not list */
 	for (size_t i = 0; i < d.n && rc == 0; i++)
-		if (materialize(e, n, (uint32_t)(d.keys[i] >> 32), (uint32_t)d.keys[i]) != 0 &&
+		if (with_page(e, n, (uint32_t)(d.keys[i] >> 32), (uint32_t)d.keys[i], false) != 0 &&
 		    elided_has(e, d.keys[i]))
 			rc = EIO; /* an acknowledged page: the checkpoint must not pass it */
 	free(d.keys);
+	/* a restart re-reads the log from the checkpoint: what lies before
+	 * it is now in the pool or in the data files */
+	if (rc == 0 && ppl_pool_set_durable_lsn(e->pool, ckpt) != 0)
+		rc = EIO;
 	if (d.n) {
 		e->gate_waits++;
 		e->gate_ns += now_ns() - t0;
@@ -1081,6 +1372,140 @@ static int checkpoint_gate(struct ppl_engine *e, uint64_t off, const struct iove
 			"could not be materialized (see above); MariaDB stops on this error rather than lose "
 			"the page: find why the page could not be written, then restart it", e->datadir, ckpt);
 	return rc;
+}
+
+static void materialize_elided(struct ppl_engine *e, struct ppl_node *n)
+{
+	pthread_mutex_lock(&e->gate_lock);
+	struct due d = { .e = e, .upto = UINT64_MAX };
+	ppl_node_for_each_page(n, collect_due, &d);
+	size_t failed = 0;
+	for (size_t i = 0; i < d.n; i++)
+		if (with_page(e, n, (uint32_t)(d.keys[i] >> 32), (uint32_t)d.keys[i], true) != 0)
+			failed++;
+	free(d.keys);
+	pthread_mutex_unlock(&e->gate_lock);
+	if (failed || d.incomplete)
+		LogCrit(COMPONENT_FSAL, "PPL: %s: %zu page(s) could not be materialized%s; their records stay in "
+			"the pool and are put back into the index at the next ingest start", e->datadir, failed,
+			d.incomplete ? " (out of memory listing them)" : "");
+	else if (d.n)
+		LogEvent(COMPONENT_FSAL, "PPL: %s: %zu page(s) kept in the pool or memory written to their data "
+			 "files", e->datadir, d.n);
+}
+
+/* ---- background apply ----------------------------------------------------- */
+
+struct worker {
+	struct ppl_engine *e;
+	unsigned idx;
+};
+
+/* Pool below its low-water mark: materialize its oldest pages (this
+ * worker's share) until the high-water mark is reached. */
+static void clean_pool(struct ppl_engine *e, struct ppl_node *n, unsigned idx)
+{
+	struct ppl_pool_page_ref refs[256];
+	struct ppl_pool_usage u;
+	ppl_pool_usage(e->pool, &u);
+	if (!u.needs_cleaning)
+		return;
+	unsigned long done = 0;
+	for (int round = 0; round < 64 && !u.cleaned_enough && !e->work_stop; round++) {
+		size_t k = ppl_pool_oldest(e->pool, refs, sizeof(refs) / sizeof(refs[0])), mine = 0;
+		for (size_t i = 0; i < k; i++) {
+			uint64_t key = (uint64_t)refs[i].space << 32 | refs[i].page_no;
+			if (key_part(key, e->nworkers) != idx)
+				continue;
+			mine++;
+			if (with_page(e, n, refs[i].space, refs[i].page_no, true) == 0)
+				done++;
+		}
+		if (mine == 0)
+			break;
+		ppl_pool_usage(e->pool, &u);
+	}
+	__atomic_add_fetch(&e->cleaned, done, __ATOMIC_RELAXED);
+	if (done)
+		LogDebug(COMPONENT_FSAL, "PPL: %s: pool cleaner materialized %lu page(s); %" PRIu64 " of %" PRIu64
+			 " blocks free", e->datadir, done, u.free_blocks, u.nblocks);
+}
+
+/* Elided pages whose first record is older than half the log behind the
+ * parse: settle them now, so that MariaDB's checkpoint does not wait for
+ * them (seed 001's background apply, partitioned by page). */
+static void settle_ahead(struct ppl_engine *e, struct ppl_node *n, unsigned idx)
+{
+	uint64_t parsed = ppl_node_parsed_lsn(n), lag = e->log_capacity / 2;
+	if (lag == 0 || parsed <= lag)
+		return;
+	struct due d = { .e = e, .upto = parsed - lag, .part = idx, .nparts = e->nworkers };
+	ppl_node_for_each_page(n, collect_due, &d);
+	for (size_t i = 0; i < d.n && !e->work_stop; i++)
+		if (with_page(e, n, (uint32_t)(d.keys[i] >> 32), (uint32_t)d.keys[i], false) == 0)
+			__atomic_add_fetch(&e->ahead, 1, __ATOMIC_RELAXED);
+	free(d.keys);
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct ppl_engine *e = w->e;
+	char name[16];
+	snprintf(name, sizeof(name), "ppl_apply%u", w->idx);
+	SetNameFunction(name);
+	pthread_mutex_lock(&e->work_lock);
+	while (!e->work_stop) {
+		struct timespec t;
+		clock_gettime(CLOCK_REALTIME, &t);
+		t.tv_sec += 1;
+		pthread_cond_timedwait(&e->work_cond, &e->work_lock, &t);
+		if (e->work_stop)
+			break;
+		pthread_mutex_unlock(&e->work_lock);
+		struct ppl_node *n = node_of(e);
+		if (n != NULL && !e->stopped) {
+			clean_pool(e, n, w->idx);
+			settle_ahead(e, n, w->idx);
+		}
+		pthread_mutex_lock(&e->work_lock);
+	}
+	pthread_mutex_unlock(&e->work_lock);
+	free(w);
+	return NULL;
+}
+
+static void start_workers(struct ppl_engine *e, unsigned count)
+{
+	for (unsigned i = 0; i < count && i < sizeof(e->workers) / sizeof(e->workers[0]); i++) {
+		struct worker *w = malloc(sizeof(*w));
+		if (w == NULL)
+			break;
+		*w = (struct worker){ .e = e, .idx = i };
+		/* nworkers is what key_part() divides by: fixed before any
+		 * worker runs */
+		e->nworkers = count;
+		int rc = pthread_create(&e->workers[i], NULL, worker_main, w);
+		if (rc != 0) {
+			free(w);
+			LogCrit(COMPONENT_FSAL, "PPL: %s: apply thread %u could not start (%s); pages are still "
+				"settled at MariaDB's checkpoints", e->exportdir, i, strerror(rc));
+			e->nworkers = i;
+			break;
+		}
+		e->nstarted++;
+	}
+}
+
+static void stop_workers(struct ppl_engine *e)
+{
+	pthread_mutex_lock(&e->work_lock);
+	e->work_stop = true;
+	pthread_cond_broadcast(&e->work_cond);
+	pthread_mutex_unlock(&e->work_lock);
+	for (unsigned i = 0; i < e->nstarted; i++)
+		pthread_join(e->workers[i], NULL);
+	e->nstarted = 0;
 }
 
 static int read_base(void *arg, uint32_t space, uint32_t page_no, uint8_t *frame)
@@ -1187,6 +1612,17 @@ int ppl_engine_start_elision(struct ppl_engine *e, const struct ppl_config *c, c
 			 perr, c->pool_path, e->exportdir);
 		return -1;
 	}
+	struct ppl_pool_header h;
+	ppl_pool_get_header(e->pool, &h);
+	if (c->pool_size && h.size != c->pool_size) {
+		snprintf(err, errlen, "pool %s holds %" PRIu64 " bytes but Pool_Size = %" PRIu64 ": set Pool_Size to "
+			 "the pool's size (or leave it out), or re-create the pool with `ppl-inspect pool create %s "
+			 "--identity %s --size %" PRIu64 "` once its pages are materialized (a clean stop does that)",
+			 c->pool_path, h.size, c->pool_size, c->pool_path, e->exportdir, c->pool_size);
+		ppl_pool_close(e->pool);
+		e->pool = NULL;
+		return -1;
+	}
 	LogEvent(COMPONENT_FSAL, "PPL: %s: pool %s opened in %.3f s: %" PRIu64 " doublewrite slot(s) pending, %"
 		 PRIu64 " page(s) restored, %" PRIu64 " current, %" PRIu64 " not checked", e->exportdir, c->pool_path,
 		 (double)rec.elapsed_ns / 1e9, rec.dw_pending, rec.dw_restored, rec.dw_current,
@@ -1196,6 +1632,7 @@ int ppl_engine_start_elision(struct ppl_engine *e, const struct ppl_config *c, c
 						.decide = decide, .decide_arg = e, .log = elision_log, .log_arg = e };
 	if (ppl_elision_server_start(&sc, &e->elision, err, errlen) != 0)
 		return -1;
+	start_workers(e, c->apply_threads);
 	return 0;
 }
 
@@ -1207,14 +1644,20 @@ static int format_engine(struct ppl_engine *e, char *buf, size_t len)
 						       "waiting for ibdata1 and the log's checkpoint");
 	struct ppl_node_stats s;
 	ppl_node_get_stats(n, &s);
+	struct ppl_page_cache_stats cs = { 0 };
+	if (e->cache)
+		ppl_page_cache_get_stats(e->cache, &cs);
 	return snprintf(buf, len,
 			"engine: redo %.1f MB parsed to LSN %" PRIu64 ", %" PRIu64 " mtrs, %" PRIu64
 			" records, %" PRIu64 " pages pending; reads %" PRIu64 ", pages rebuilt %" PRIu64
-			" (%" PRIu64 " mtrs applied), rebuild failures %" PRIu64 "; page writes taken as bases %"
-			PRIu64 "%s",
+			" (%" PRIu64 " mtrs applied, per page p50 %" PRIu64 " p99 %" PRIu64 "; %" PRIu64
+			" from the cache), rebuild failures %" PRIu64
+			"; page writes taken as bases %" PRIu64 "%s",
 			(double)s.log_bytes / 1e6, ppl_node_parsed_lsn(n), s.mtrs, s.records, s.pages_indexed,
 			__atomic_load_n(&e->reads, __ATOMIC_RELAXED),
 			__atomic_load_n(&e->pages_rebuilt, __ATOMIC_RELAXED), s.rebuild_mtrs_applied,
+			ppl_histogram_percentile(&e->mtrs_per_rebuild, 50),
+			ppl_histogram_percentile(&e->mtrs_per_rebuild, 99), cs.hits,
 			__atomic_load_n(&e->rebuild_failures, __ATOMIC_RELAXED),
 			__atomic_load_n(&e->pages_written, __ATOMIC_RELAXED), e->stopped ? "; INGEST STOPPED" : "");
 }
@@ -1252,6 +1695,79 @@ static int format_elision(struct ppl_engine *e, char *buf, size_t len)
 				s.verdicts[PPL_ELIDE_NACK_UNKNOWN_PAGE],
 			s.refused_address + s.refused_hello, __atomic_load_n(&e->materialized, __ATOMIC_RELAXED),
 			e->gate_waits, (double)e->gate_ns / 1e9);
+}
+
+void ppl_engine_figures(struct ppl_engine *e, struct ppl_engine_figures *f)
+{
+	memset(f, 0, sizeof(*f));
+	struct ppl_node *n = node_of(e);
+	f->datadir = e->datadir;
+	f->started = n != NULL;
+	f->stopped = e->stopped;
+	f->page_size = e->page_size;
+	if (e->cache)
+		ppl_page_cache_get_stats(e->cache, &f->cache);
+	if (n) {
+		f->parsed_lsn = ppl_node_parsed_lsn(n);
+		ppl_node_get_stats(n, &f->node);
+	}
+	f->reads = __atomic_load_n(&e->reads, __ATOMIC_RELAXED);
+	f->pages_rebuilt = __atomic_load_n(&e->pages_rebuilt, __ATOMIC_RELAXED);
+	f->mtrs_per_rebuild_p50 = ppl_histogram_percentile(&e->mtrs_per_rebuild, 50);
+	f->mtrs_per_rebuild_p99 = ppl_histogram_percentile(&e->mtrs_per_rebuild, 99);
+	f->rebuild_failures = __atomic_load_n(&e->rebuild_failures, __ATOMIC_RELAXED);
+	f->pages_written = __atomic_load_n(&e->pages_written, __ATOMIC_RELAXED);
+	f->stale_writes = __atomic_load_n(&e->stale_writes, __ATOMIC_RELAXED);
+	f->verify = e->verify;
+	f->verify_same = __atomic_load_n(&e->verify_same, __ATOMIC_RELAXED);
+	f->verify_diverged = __atomic_load_n(&e->verify_diverged, __ATOMIC_RELAXED);
+	f->verify_skipped = __atomic_load_n(&e->verify_skipped, __ATOMIC_RELAXED);
+	f->elision = e->elision != NULL;
+	if (e->elision)
+		ppl_elision_server_get_stats(e->elision, &f->service);
+	f->materialized = __atomic_load_n(&e->materialized, __ATOMIC_RELAXED);
+	f->checkpoints_held = e->gate_waits;
+	f->checkpoint_wait_ns = e->gate_ns;
+	f->pool = e->pool != NULL;
+	if (e->pool) {
+		ppl_pool_usage(e->pool, &f->pool_usage);
+		f->pool_durable_lsn = ppl_pool_durable_lsn(e->pool);
+	}
+	f->pool_kept = __atomic_load_n(&e->pool_kept, __ATOMIC_RELAXED);
+	f->pool_records = __atomic_load_n(&e->pool_records, __ATOMIC_RELAXED);
+	f->pool_over_cap = __atomic_load_n(&e->pool_over_cap, __ATOMIC_RELAXED);
+	f->pool_full = __atomic_load_n(&e->pool_full, __ATOMIC_RELAXED);
+	f->cleaned = __atomic_load_n(&e->cleaned, __ATOMIC_RELAXED);
+	f->ahead = __atomic_load_n(&e->ahead, __ATOMIC_RELAXED);
+	f->pool_loaded_pages = e->pool_loaded_pages;
+	f->pool_loaded_records = e->pool_loaded_records;
+}
+
+struct ppl_node *ppl_engine_node(struct ppl_engine *e)
+{
+	return node_of(e);
+}
+
+struct ppl_pool *ppl_engine_pool(struct ppl_engine *e)
+{
+	return e->pool;
+}
+
+int ppl_engine_format_pool(struct ppl_engine *e, char *buf, size_t len)
+{
+	if (e->pool == NULL)
+		return 0;
+	struct ppl_pool_usage u;
+	ppl_pool_usage(e->pool, &u);
+	return snprintf(buf, len,
+			"%" PRIu64 " page(s) kept unmaterialized, %" PRIu64 " of %" PRIu64 " blocks used, %"
+			PRIu64 " record(s) appended, materialized over the cap %" PRIu64 ", when the pool was full %"
+			PRIu64 ", by the cleaner %" PRIu64 ", put back at start %" PRIu64 " page(s)",
+			u.pages, u.nblocks - u.free_blocks, u.nblocks,
+			__atomic_load_n(&e->pool_records, __ATOMIC_RELAXED),
+			__atomic_load_n(&e->pool_over_cap, __ATOMIC_RELAXED),
+			__atomic_load_n(&e->pool_full, __ATOMIC_RELAXED),
+			__atomic_load_n(&e->cleaned, __ATOMIC_RELAXED), e->pool_loaded_pages);
 }
 
 int ppl_engine_format(struct ppl_engine *e, char *buf, size_t len)

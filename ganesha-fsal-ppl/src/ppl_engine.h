@@ -8,8 +8,9 @@
  *
  * With elision on, pages whose writes were elided are materialized
  * (through the pool's doublewrite slots) before MariaDB's checkpoint may
- * pass their records. Not yet here: per-page records in the pool,
- * background materialization. */
+ * pass their records, or their records are kept in the pool's per-page
+ * logs while they fit (settle()); background workers do the same ahead
+ * of the checkpoints and clean the pool. */
 #ifndef PPL_ENGINE_H
 #define PPL_ENGINE_H
 
@@ -17,6 +18,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
+
+#include "ppl/elision_server.h"
+#include "ppl/node.h"
+#include "ppl/pool.h"
+#include "ppl_page_cache.h"
 
 struct ppl_engine;
 struct ppl_config;
@@ -58,6 +64,9 @@ void ppl_engine_file_gone(struct ppl_engine *e, uint64_t fileid);
  * types), and the page falls back to full page writes. */
 void ppl_engine_set_verify(struct ppl_engine *e, bool on);
 
+/* Page_Cache_Size: bytes of rebuilt pages kept for repeated reads (0: off). */
+void ppl_engine_set_page_cache(struct ppl_engine *e, size_t bytes);
+
 /* Elision (Elision_Port set): opens the pool (its doublewrite slots are
  * checked and torn data-file pages restored), starts the service. 0, or
  * -1 with a message: the export is refused. */
@@ -67,7 +76,36 @@ int ppl_engine_write_begin(struct ppl_engine *e, bool is_log, uint64_t fileid, u
 			   int iovcnt, size_t len);
 void ppl_engine_write_end(struct ppl_engine *e, bool is_log, uint64_t fileid, uint64_t off, size_t len);
 
+/* Every figure of the engine at one moment, for the live JSON
+ * (ppl_engine_json.c). */
+struct ppl_engine_figures {
+	const char *datadir;
+	bool started, stopped, verify, elision, pool;
+	size_t page_size;
+	uint64_t parsed_lsn;
+	struct ppl_node_stats node;
+	struct ppl_page_cache_stats cache;
+	uint64_t reads, pages_rebuilt, rebuild_failures, pages_written, stale_writes;
+	uint64_t mtrs_per_rebuild_p50, mtrs_per_rebuild_p99; /* exact up to 63, then a power-of-two bound */
+	uint64_t verify_same, verify_diverged, verify_skipped;
+	struct ppl_elision_server_stats service;
+	uint64_t materialized, checkpoints_held, checkpoint_wait_ns;
+	struct ppl_pool_usage pool_usage;
+	uint64_t pool_durable_lsn, pool_kept, pool_records, pool_over_cap, pool_full, cleaned, ahead;
+	uint64_t pool_loaded_pages, pool_loaded_records;
+};
+void ppl_engine_figures(struct ppl_engine *e, struct ppl_engine_figures *f);
+/* The index and the pool, for one page's dump; NULL when there is none. */
+struct ppl_node *ppl_engine_node(struct ppl_engine *e);
+struct ppl_pool *ppl_engine_pool(struct ppl_engine *e);
+
+/* The live socket's answer to a request line ("stats" or "page S:P"):
+ * a malloc'ed JSON text (ppl_engine_json.c). */
+char *ppl_engine_json(struct ppl_engine *e, const char *request);
+
 /* "redo 12.3 MB, 4567 mtrs, ... " for the stats line. */
 int ppl_engine_format(struct ppl_engine *e, char *buf, size_t len);
+/* The pool's figures for a line of their own; 0 when elision is off. */
+int ppl_engine_format_pool(struct ppl_engine *e, char *buf, size_t len);
 
 #endif

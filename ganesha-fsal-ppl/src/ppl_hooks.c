@@ -11,13 +11,21 @@
 #include <string.h>
 
 #include "ppl_config.h"
+#include "ppl_control.h"
 #include "ppl_engine.h"
 #include "ppl_hooks.h"
 
 struct ppl_hooks {
 	struct ppl_hook_counts c; /* updated with relaxed atomics */
 	struct ppl_engine *engine;
+	struct ppl_control *control;
 };
+
+static char *control_answer(void *arg, const char *request)
+{
+	struct ppl_hooks *h = arg;
+	return ppl_engine_json(h->engine, request);
+}
 
 static const char *const class_names[PPL_FILE_CLASS_COUNT] = {
 	[PPL_FILE_OTHER] = "other",
@@ -88,12 +96,19 @@ struct ppl_hooks *ppl_hooks_create(const char *datadir, const struct ppl_config 
 		return NULL;
 	}
 	ppl_engine_set_verify(h->engine, cfg->verify);
+	ppl_engine_set_page_cache(h->engine, (size_t)cfg->page_cache_size);
 	if (cfg->elision_port && ppl_engine_start_elision(h->engine, cfg, err, errlen) != 0) {
 		ppl_engine_free(h->engine);
 		free(h);
 		return NULL;
 	}
 	ppl_engine_start_from_disk(h->engine);
+	char path[4096], cerr[512];
+	snprintf(path, sizeof(path), "%s.ctl", cfg->pool_path);
+	h->control = ppl_control_start(path, control_answer, h, cerr, sizeof(cerr));
+	if (h->control == NULL)
+		LogWarn(COMPONENT_FSAL, "PPL: %s: no live inspection socket (%s); the export works, "
+			"`ppl-inspect live` cannot reach it", datadir, cerr);
 	return h;
 }
 
@@ -116,6 +131,7 @@ void ppl_hooks_destroy(struct ppl_hooks *h)
 {
 	if (h == NULL)
 		return;
+	ppl_control_stop(h->control);
 	ppl_engine_free(h->engine);
 	free(h);
 }
@@ -123,6 +139,11 @@ void ppl_hooks_destroy(struct ppl_hooks *h)
 int ppl_hooks_engine_format(struct ppl_hooks *h, char *buf, size_t len)
 {
 	return ppl_engine_format(h->engine, buf, len);
+}
+
+int ppl_hooks_pool_format(struct ppl_hooks *h, char *buf, size_t len)
+{
+	return h->engine ? ppl_engine_format_pool(h->engine, buf, len) : 0;
 }
 
 static void count(struct ppl_hooks *h, enum ppl_file_class cls, enum ppl_op op, uint64_t bytes)

@@ -86,6 +86,9 @@ void ppl_hooks_snapshot(struct ppl_hooks *h, struct ppl_hook_counts *out);
 int ppl_hook_counts_format(const struct ppl_hook_counts *c, char *buf, size_t len);
 /* The engine's figures for the stats line. */
 int ppl_hooks_engine_format(struct ppl_hooks *h, char *buf, size_t len);
+/* The pool's figures (elision on), for a stats line of their own: a
+ * Ganesha log line holds at most 2 KiB. */
+int ppl_hooks_pool_format(struct ppl_hooks *h, char *buf, size_t len);
 
 int ppl_hook_write(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset,
 		   const struct iovec *iov, int iovcnt, size_t len, bool stable);

@@ -13,6 +13,8 @@ void ppl_stats_log(struct ppl_export *pexp, const char *when)
 	ppl_hook_counts_format(&c, line, sizeof(line));
 	ppl_hooks_engine_format(pexp->hooks, engine, sizeof(engine));
 	LogEvent(COMPONENT_FSAL, "PPL: stats %s for %s: %s | %s", when, pexp->fullpath, line, engine);
+	if (ppl_hooks_pool_format(pexp->hooks, engine, sizeof(engine)) > 0)
+		LogEvent(COMPONENT_FSAL, "PPL: pool stats %s for %s: %s", when, pexp->fullpath, engine);
 }
 
 static void *stats_main(void *arg)

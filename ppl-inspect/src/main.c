@@ -1,5 +1,6 @@
 /* ppl-inspect: look at the storage node's state. Subcommands by object:
- *   pool   the per-page log pool file (create, check, info, dump) */
+ *   pool   the per-page log pool file (create, check, info, dump)
+ *   live   a running export's figures and pending records, as JSON */
 #include <stdio.h>
 #include <string.h>
 
@@ -13,7 +14,12 @@ static void usage(FILE *f)
 		"       ppl-inspect pool check PATH [--identity ID] [--datadir DIR] [--json]\n"
 		"       ppl-inspect pool info PATH [--json]\n"
 		"       ppl-inspect pool dump PATH SPACE:PAGE [--json]\n"
+		"       ppl-inspect live POOL_PATH stats [--json]\n"
+		"       ppl-inspect live POOL_PATH page SPACE:PAGE [--json]\n"
 		"\n"
+		"live asks the running ganesha.nfsd whose export uses the pool at POOL_PATH (over\n"
+		"the socket POOL_PATH.ctl) for its figures, or for one page's pending records\n"
+		"(in memory and in the pool); JSON, pretty unless --json.\n"
 		"check, info and dump open the pool read-only and change nothing. Exit status:\n"
 		"0 fine, 1 the pool has damage or pages to repair, 2 bad usage or the pool cannot be opened.\n");
 }
@@ -26,6 +32,8 @@ int main(int argc, char **argv)
 	}
 	if (argc >= 3 && strcmp(argv[1], "pool") == 0)
 		return pool_main(argc - 2, argv + 2, usage);
+	if (argc >= 3 && strcmp(argv[1], "live") == 0)
+		return live_main(argc - 2, argv + 2, usage);
 	usage(stderr);
 	return 2;
 }

@@ -107,7 +107,7 @@ def test_startup_line_shows_defaults(server):
     assert line.group(1) == server.export_path
     cfg = line.group(2)
     pool = os.path.join(os.path.dirname(os.path.dirname(server.log)), "pmem", "ppl.pool")
-    for item in (f"Pool_Path={pool}", "Pool_Size=268435456", "Block_Size=64", "Max_Per_Page=256",
+    for item in (f"Pool_Path={pool}", "Pool_Size=(as-created)", "Block_Size=64", "Max_Per_Page=256",
                  "Apply_Threads=2", "Page_Cache_Size=67108864", "Elision=off", "Elision_Clients=127.0.0.1",
                  "Elision_Token=(none)", "Verify=off", "Stats_Interval=0"):
         assert item in cfg.split(), (item, cfg)
@@ -414,6 +414,21 @@ def test_bad_configuration_refuses_export(tmp_path, plugins_dir, params, with_po
     assert "Extra references" not in g.log_text()
 
 
+def test_pool_of_another_size_refuses_export(tmp_path, plugins_dir):
+    """Pool_Size names the pool meant; the pool found has another size."""
+    g = make_server(tmp_path, plugins_dir, f'Pool_Size = 8388608; Elision_Port = {free_port()}; '
+                    f'Elision_Token = "t";')
+    make_pool(tmp_path / "pmem" / "ppl.pool", g.export_path, size="4M")
+    try:
+        with pytest.raises(GaneshaError, match="refused export"):
+            g.start(timeout=20)
+    finally:
+        g.stop()
+    m = re.search(r"PPL: export (\S+) refused: (.*)", g.log_text())
+    assert m, g.tail_log()
+    assert "holds 4194304 bytes but Pool_Size = 8388608: set Pool_Size to the pool's size" in m.group(2)
+
+
 def test_reload_keeps_or_refuses_engine_parameters(server):
     """SIGHUP re-reads the exports: the same PPL parameters are accepted; a
     changed one is refused with a clear line and the export keeps serving
@@ -469,6 +484,7 @@ def test_example_fsal_block_starts_an_export(tmp_path, plugins_dir):
     port = free_port()
     (tmp_path / "pmem").mkdir()
     block = re.sub(r'Pool_Path = "[^"]*"', f'Pool_Path = "{tmp_path}/pmem/ppl.pool"', block)
+    block = re.sub(r"Pool_Size = \d+", "Pool_Size = 4194304", block)  # the pool made below
     block = re.sub(r'Elision_Address = "[^"]*"', 'Elision_Address = "127.0.0.1"', block)
     block = re.sub(r'Elision_Clients = "[^"]*"', 'Elision_Clients = "127.0.0.1"', block)
     block = re.sub(r"Elision_Port = \d+", f"Elision_Port = {port}", block)
@@ -498,6 +514,7 @@ def test_whole_example_config_serves(tmp_path, plugins_dir):
                          ('"/opt/ppl/lib/ganesha"', f'"{plugins_dir}"'),
                          ('"/srv/ppl/data"', f'"{g.export_path}"'),
                          ('"/mnt/pmem/ppl.pool"', f'"{tmp_path}/pmem/ppl.pool"'),
+                         ("Pool_Size = 268435456", "Pool_Size = 4194304"),  # the pool made below
                          # the default recovery directory is shared by all tests
                          ("Only_Numeric_Owners = true;",
                           f'Only_Numeric_Owners = true;\n    RecoveryRoot = "{g.recovery}";')):

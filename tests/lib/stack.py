@@ -9,6 +9,7 @@ stopped by pid.
     s.db                      # lib.mariadb.MariaDB (sql, sysbench, stop, kill, start)
     s.crash_storage()         # SIGKILL ganesha.nfsd, start it again on the same ports
     s.catcher_stats()         # libcatcher's counters now (SIGUSR2)
+    s.live("stats")           # the storage node's figures (ppl-inspect live)
     s.stop()                  # everything, idempotent
     s.storage_log()           # every ganesha.nfsd log of the test so far
     s.assert_storage_clean()  # no rebuild failure, stopped ingest or refused checkpoint logged
@@ -57,19 +58,25 @@ STORAGE_FAILURES = ("cannot be rebuilt", "redo ingest stopped", "could not be ma
 
 
 class Stack:
-    def __init__(self, base, options=(), catcher_mode="elide", page_size=16384, fsal_extra="", pool_size="16M"):
+    def __init__(self, base, options=(), catcher_mode="elide", page_size=16384, fsal_extra="", pool_size="16M",
+                 storage_elision=True, pool_args=()):
+        """storage_elision=False: the storage node runs no elision service
+        (libcatcher's questions find nothing listening, so it writes every
+        page itself)."""
         base = str(base)
         build = paths.build_dir()
         self.base = base
         self.export = os.path.join(base, "export")
         os.makedirs(self.export)
-        pool = os.path.join(base, "pmem", "ppl.pool")
+        self.pool = pool = os.path.join(base, "pmem", "ppl.pool")
         os.makedirs(os.path.dirname(pool))
         subprocess.run([paths.tool("ppl-inspect"), "pool", "create", pool, "--identity", self.export,
-                        "--size", pool_size], check=True, capture_output=True)
+                        "--size", pool_size, *pool_args], check=True, capture_output=True)
         port = free_port()
-        fsal = (f'FSAL {{ Name = PPL; Pool_Path = "{pool}"; Stats_Interval = 0; Elision_Port = {port}; '
-                f'Elision_Token = "{TOKEN}"; Elision_Clients = "127.0.0.1"; {fsal_extra} FSAL {{ Name = VFS; }} }}')
+        service = (f'Elision_Port = {port}; Elision_Token = "{TOKEN}"; Elision_Clients = "127.0.0.1";'
+                   if storage_elision else "")
+        fsal = (f'FSAL {{ Name = PPL; Pool_Path = "{pool}"; Stats_Interval = 0; {service} {fsal_extra} '
+                f'FSAL {{ Name = VFS; }} }}')
         self.g = Ganesha(os.path.join(base, "ganesha"), self.export, fsal=fsal,
                          plugins_dir=os.path.join(build, "ganesha-fsal-ppl", "plugins"))
         self.mnt = os.path.join(base, "mnt")
@@ -105,6 +112,13 @@ class Stack:
 
     def catcher_stats(self, timeout=10):
         return catcher_stats(self.db, self.stats, timeout)
+
+    def live(self, *request):
+        """The storage node's answer to `ppl-inspect live POOL REQUEST...`."""
+        r = subprocess.run([paths.tool("ppl-inspect"), "live", self.pool, *request, "--json"],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
 
     def stop(self):
         self.db.kill()

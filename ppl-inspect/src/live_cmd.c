@@ -1,0 +1,122 @@
+/* ppl-inspect live: ask a running export (FSAL_PPL's socket POOL_PATH.ctl,
+ * ppl_control.c) for its figures or one page's pending records. The reply
+ * is JSON; printed pretty by default, as received with --json. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "inspect.h"
+
+#define TIMEOUT_MS 5000
+
+static char *ask(const char *path, const char *request)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	if (strlen(path) >= sizeof(a.sun_path)) {
+		fprintf(stderr, "ppl-inspect: socket path %s is too long\n", path);
+		return NULL;
+	}
+	strcpy(a.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+		fprintf(stderr, "ppl-inspect: cannot reach the export at %s: %s (is ganesha.nfsd running with "
+			"this Pool_Path, as a user you may reach?)\n", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	size_t len = strlen(request);
+	if (send(fd, request, len, MSG_NOSIGNAL) != (ssize_t)len || send(fd, "\n", 1, MSG_NOSIGNAL) != 1) {
+		fprintf(stderr, "ppl-inspect: sending to %s: %s\n", path, strerror(errno));
+		close(fd);
+		return NULL;
+	}
+	size_t cap = 1 << 16, got = 0;
+	char *buf = malloc(cap);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	for (;;) {
+		if (buf == NULL)
+			break;
+		if (poll(&p, 1, TIMEOUT_MS) != 1) {
+			fprintf(stderr, "ppl-inspect: %s did not answer within %d ms\n", path, TIMEOUT_MS);
+			free(buf);
+			buf = NULL;
+			break;
+		}
+		if (got + 1 == cap) {
+			char *b = realloc(buf, cap *= 2);
+			if (b == NULL) {
+				free(buf);
+				buf = NULL;
+				break;
+			}
+			buf = b;
+		}
+		ssize_t r = read(fd, buf + got, cap - 1 - got);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	close(fd);
+	if (buf)
+		buf[got] = '\0';
+	return buf;
+}
+
+int live_main(int argc, char **argv, void (*usage)(FILE *))
+{
+	const char *pool = NULL, *what = NULL, *page = NULL;
+	int json = 0;
+	for (int i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0)
+			json = 1;
+		else if (pool == NULL)
+			pool = argv[i];
+		else if (what == NULL)
+			what = argv[i];
+		else if (page == NULL)
+			page = argv[i];
+		else {
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (pool == NULL || what == NULL || (strcmp(what, "stats") != 0 && strcmp(what, "page") != 0) ||
+	    (strcmp(what, "page") == 0) != (page != NULL)) {
+		usage(stderr);
+		return 2;
+	}
+	char path[4096], request[128];
+	snprintf(path, sizeof(path), "%s.ctl", pool);
+	if (page)
+		snprintf(request, sizeof(request), "page %s", page);
+	else
+		snprintf(request, sizeof(request), "stats");
+	char *reply = ask(path, request);
+	if (reply == NULL)
+		return 2;
+	json_object *o = json_tokener_parse(reply);
+	if (o == NULL) {
+		fprintf(stderr, "ppl-inspect: %s answered something that is not JSON\n", path);
+		free(reply);
+		return 2;
+	}
+	json_object *err;
+	int rc = json_object_object_get_ex(o, "error", &err) ? 2 : 0;
+	if (json)
+		printf("%s\n", reply);
+	else
+		printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
+	if (rc)
+		fprintf(stderr, "ppl-inspect: %s\n", json_object_get_string(err));
+	json_object_put(o);
+	free(reply);
+	return rc;
+}
