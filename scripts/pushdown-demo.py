@@ -10,12 +10,16 @@ client, mariadbd with config/my.cnf and LD_PRELOAD=libcatcher.so:
   full writes  libcatcher in passthrough mode: it only counts, every page
                write crosses the link in full.
 
-Each run starts from the same sysbench dataset (loaded once on a local
-datadir and copied into the export), with the buffer pool at about 10% of
-the data, runs the same write-heavy workload, then checks the result:
-CHECK TABLE, and CHECKSUM TABLE equal before and after a MariaDB restart
-(whose reads come back rebuilt by the storage node). The table at the end
+Each run starts from the same dataset (loaded once on a local datadir and
+copied into the export), with the buffer pool at about 10% of the data,
+runs the same write-heavy workload, then checks the result: CHECK TABLE,
+and CHECKSUM TABLE equal before and after a MariaDB restart (whose reads
+come back rebuilt by the storage node); with --workload tpcc also the
+TPC-C consistency conditions (tpcc/tpcc.lua check). The table at the end
 sets the two runs side by side.
+
+Workloads: any sysbench OLTP test (default oltp_write_only; --tables,
+--table-size), or tpcc (tpcc/tpcc.lua, the standard mix; --warehouses).
 
 By default every process runs in a private network namespace, so that all
 TCP on its loopback is compute<->storage traffic and can be counted
@@ -38,6 +42,9 @@ from pplnode import Compute, paths  # noqa: E402
 from lib import stack as stack_lib  # noqa: E402
 
 TOKEN = "ppl-demo-token"
+TPCC = os.path.join(paths.REPO, "tpcc", "tpcc.lua")
+TPCC_TABLES = ("warehouse", "district", "customer", "history", "new_orders", "orders", "order_line", "item",
+               "stock")
 MODES = (("elide", "elide"), ("full writes", "passthrough"))
 
 
@@ -51,16 +58,20 @@ def catcher_stats(db, path, timeout=20):
 
 
 STATS_LINE = re.compile(r"PPL: stats periodic for \S+: (.*)")
+POOL_LINE = re.compile(r"PPL: pool stats periodic for \S+: (.*)")
 
 
 def fsal_figures(g, timeout=10):
     """The storage node's counters from the first stats line logged after
     this call (one per second)."""
-    seen = len(STATS_LINE.findall(g.log_text(since_start=True)))
+    text = g.log_text(since_start=True)
+    seen, pool_seen = len(STATS_LINE.findall(text)), len(POOL_LINE.findall(text))
     deadline = time.time() + timeout
     while True:
-        lines = STATS_LINE.findall(g.log_text(since_start=True))
-        if len(lines) > seen:
+        text = g.log_text(since_start=True)
+        lines, pool = STATS_LINE.findall(text), POOL_LINE.findall(text)
+        # the pool's line follows the stats line (when there is a pool)
+        if len(lines) > seen and (len(pool) > pool_seen or not pool_seen):
             break
         if time.time() > deadline:
             raise SystemExit("ganesha.nfsd logged no PPL stats line; its log: " + g.log)
@@ -71,7 +82,9 @@ def fsal_figures(g, timeout=10):
         return int(m.group(1)) if m else 0
     page_write_bytes = sum(int(b) for b in re.findall(
         r"(?:tablespace|system_ts|undo_ts|unresolved)[^;|]*?write \d+/(\d+) B", line))
+    m = re.search(r"(\d+) record\(s\) appended", pool[-1]) if pool else None
     return {"rebuilt": num(r"pages rebuilt (\d+)"), "materialized": num(r"materialized (\d+) page"),
+            "pool_records": int(m.group(1)) if m else 0,
             "bases": num(r"page writes taken as bases (\d+)"),
             "log_write_bytes": num(r"redo_log:[^;|]*?write \d+/(\d+) B"),
             "page_write_bytes": page_write_bytes, "line": line}
@@ -113,7 +126,18 @@ def catcher_split(c):
 # ---- one run -----------------------------------------------------------------
 
 def tables_of(a):
+    if a.workload == "tpcc":
+        return ",".join(f"tpcc.{t}" for t in TPCC_TABLES)
     return ",".join(f"sbtest.sbtest{i}" for i in range(1, a.tables + 1))
+
+
+def tpcc(db, a, command, *args):
+    cmd = ["sysbench", TPCC, f"--mysql-socket={db.socket}", "--mysql-user=root", "--mysql-db=tpcc",
+           f"--scale={a.warehouses}", *args, command]
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        raise SystemExit("sysbench failed: " + " ".join(cmd) + "\n" + r.stdout[-4000:])
+    return r.stdout
 
 
 def check_tables(db, a):
@@ -122,13 +146,21 @@ def check_tables(db, a):
            and line.split("\t")[-1] != "OK"]
     if bad or not out.strip():
         raise SystemExit("CHECK TABLE failed:\n" + out)
+    if a.workload == "tpcc":
+        out = tpcc(db, a, "check")
+        if "all consistency conditions hold" not in out:
+            raise SystemExit("TPC-C consistency check failed:\n" + out[-4000:])
 
 
 def sysbench_run(db, a, label):
-    cmd = ["sysbench", a.workload, "--db-driver=mysql", f"--mysql-socket={db.socket}", "--mysql-user=root",
-           "--mysql-db=sbtest", f"--tables={a.tables}", f"--table-size={a.table_size}",
-           f"--threads={a.threads}", f"--time={a.seconds}", f"--report-interval={a.report}", "--rand-seed=1",
-           "run"]
+    if a.workload == "tpcc":
+        cmd = ["sysbench", TPCC, f"--mysql-socket={db.socket}", "--mysql-user=root", "--mysql-db=tpcc",
+               f"--scale={a.warehouses}"]
+    else:
+        cmd = ["sysbench", a.workload, "--db-driver=mysql", f"--mysql-socket={db.socket}", "--mysql-user=root",
+               "--mysql-db=sbtest", f"--tables={a.tables}", f"--table-size={a.table_size}"]
+    cmd += [f"--threads={a.threads}", f"--time={a.seconds}", f"--report-interval={a.report}", "--rand-seed=1",
+            "run"]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     out = []
     for line in p.stdout:
@@ -210,27 +242,33 @@ def run_mode(a, work, label, catcher_mode, dataset, buffer_pool):
              storage_written=after["wchar"] - before["wchar"],
              rebuilt=after["fsal"]["rebuilt"] - before["fsal"]["rebuilt"],
              materialized=after["fsal"]["materialized"] - before["fsal"]["materialized"],
+             pool_records=after["fsal"]["pool_records"] - before["fsal"]["pool_records"],
              storage_page_bytes=after["fsal"]["page_write_bytes"] - before["fsal"]["page_write_bytes"],
              storage_log_bytes=after["fsal"]["log_write_bytes"] - before["fsal"]["log_write_bytes"])
     return d
 
 
 def prepare_dataset(a, work):
-    """The sysbench tables, loaded once on a local datadir (not over the
-    stack) with the same my.cnf and shut down cleanly."""
+    """The tables, loaded once on a local datadir (not over the stack) with
+    the same my.cnf and shut down cleanly."""
     db = Compute(os.path.join(work, "load"), page_size=a.page_size, options=["--innodb-buffer-pool-size=256M"])
     os.makedirs(db.base)
     db.install()
     db.start()
     try:
-        db.sql("CREATE DATABASE sbtest")
-        db.sysbench("oltp_write_only", "prepare", tables=a.tables, table_size=a.table_size, threads=2)
+        if a.workload == "tpcc":
+            db.sql("CREATE DATABASE tpcc")
+            tpcc(db, a, "prepare")
+        else:
+            db.sql("CREATE DATABASE sbtest")
+            db.sysbench("oltp_write_only", "prepare", tables=a.tables, table_size=a.table_size, threads=2)
         db.sql("SET GLOBAL innodb_fast_shutdown = 0")
         db.stop()
     finally:
         db.kill()
-    data = sum(os.path.getsize(os.path.join(db.datadir, "sbtest", f)) for f in os.listdir(
-        os.path.join(db.datadir, "sbtest")) if f.endswith(".ibd"))
+    schema = "tpcc" if a.workload == "tpcc" else "sbtest"
+    data = sum(os.path.getsize(os.path.join(db.datadir, schema, f)) for f in os.listdir(
+        os.path.join(db.datadir, schema)) if f.endswith(".ibd"))
     return db.datadir, data
 
 
@@ -256,13 +294,13 @@ def print_table(r, a, data, buffer_pool, netns):
         ("page writes elided", lambda x: f"{x['elided']} ({100 * x['elided'] / max(x['page_writes'], 1):.1f}%)"),
         ("pages rebuilt on read (storage)", lambda x: f"{x['rebuilt']}"),
         ("pages materialized (storage)", lambda x: f"{x['materialized']}"),
+        ("records kept in the pmem pool", lambda x: f"{x['pool_records']}"),
         ("storage node bytes written", lambda x: human(x["storage_written"])),
     ]
     if netns:
         rows.append(("link bytes, both directions", lambda x: human(x["link"])))
     print()
-    print(f"sysbench {a.workload}, {a.tables} tables x {a.table_size} rows ({human(data)} of data), "
-          f"buffer pool {buffer_pool // (1024 * 1024)} MiB, {a.threads} threads, {a.seconds} s")
+    print(f"{describe(a)} ({human(data)} of data), buffer pool {buffer_pool // (1024 * 1024)} MiB, {a.threads} threads, {a.seconds} s")
     print(f"{'':38}{'elide':>18}{'full writes':>18}")
     for name, fmt in rows:
         print(f"{name:38}{fmt(e):>18}{fmt(f):>18}")
@@ -278,18 +316,24 @@ def print_table(r, a, data, buffer_pool, netns):
     print("both runs verified: CHECK TABLE passed, table checksums equal across a MariaDB restart")
 
 
+def describe(a):
+    if a.workload == "tpcc":
+        return f"TPC-C (tpcc/tpcc.lua), {a.warehouses} warehouse(s)"
+    return f"sysbench {a.workload}, {a.tables} tables x {a.table_size} rows"
+
+
 def inner(a):
     if a.inner:
         pplnode.inside_netns()
     work = a.work or tempfile.mkdtemp(prefix="ppl-pushdown-")
     os.makedirs(work, exist_ok=True)
-    print(f"work directory {work}; loading {a.tables} x {a.table_size} rows on a local datadir", flush=True)
+    print(f"work directory {work}; loading {describe(a)} on a local datadir", flush=True)
     dataset, data = prepare_dataset(a, work)
     mib = 1024 * 1024
     buffer_pool = max(a.min_buffer_pool_mb * mib, (data // 10 + mib - 1) // mib * mib)
     results = {}
     for label, mode in MODES:
-        print(f"{label}: storage node, mount and compute node up; sysbench {a.workload} for {a.seconds} s",
+        print(f"{label}: storage node, mount and compute node up; {describe(a)} for {a.seconds} s",
               flush=True)
         results[mode] = run_mode(a, work, label, mode, dataset, buffer_pool)
     print_table(results, a, data, buffer_pool, a.netns)
@@ -317,7 +361,9 @@ def outer(a, argv):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=int, default=60, help="workload duration per run (default 60)")
-    ap.add_argument("--workload", default="oltp_write_only", help="sysbench test (default oltp_write_only)")
+    ap.add_argument("--workload", default="oltp_write_only",
+                    help="sysbench test, or tpcc (default oltp_write_only)")
+    ap.add_argument("--warehouses", type=int, default=1, help="TPC-C scale (default 1)")
     ap.add_argument("--tables", type=int, default=4)
     ap.add_argument("--table-size", type=int, default=100000, help="rows per table (default 100000)")
     ap.add_argument("--threads", type=int, default=4)
