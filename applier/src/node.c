@@ -237,6 +237,20 @@ static void drop_chunks(struct ppl_node *n, struct npage *p)
 	p->bytes = 0;
 }
 
+/* Appends a filled chunk to the page's list, the newest last. */
+static void link_chunk(struct ppl_node *n, struct npage *p, struct nchunk *c)
+{
+	if (p->tail)
+		p->tail->next = c;
+	else
+		p->head = c;
+	p->tail = c;
+	p->nchunks++;
+	p->bytes += c->len;
+	n->st.chunks++;
+	n->st.chunk_bytes += c->len;
+}
+
 struct ppl_node *ppl_node_new(const struct ppl_node_config *cfg)
 {
 	struct ppl_node *n = calloc(1, sizeof *n);
@@ -459,15 +473,7 @@ static int on_mtr(void *arg, const struct ppl_mtr *m)
 			}
 			continue;
 		}
-		if (p->tail)
-			p->tail->next = c;
-		else
-			p->head = c;
-		p->tail = c;
-		p->nchunks++;
-		p->bytes += c->len;
-		n->st.chunks++;
-		n->st.chunk_bytes += c->len;
+		link_chunk(n, p, c);
 	}
 	n->st.mtrs++;
 	return 0;
@@ -772,15 +778,7 @@ int ppl_node_add_chunk(struct ppl_node *n, uint32_t space, uint32_t page_no, uin
 			c->start = start_lsn;
 			c->span = (uint32_t)(end_lsn - start_lsn);
 			c->len = (uint32_t)len;
-			if (p->tail)
-				p->tail->next = c;
-			else
-				p->head = c;
-			p->tail = c;
-			p->nchunks++;
-			p->bytes += len;
-			n->st.chunks++;
-			n->st.chunk_bytes += len;
+			link_chunk(n, p, c);
 			rc = 0;
 		}
 	}

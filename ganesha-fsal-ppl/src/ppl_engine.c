@@ -80,7 +80,7 @@ struct ppl_engine {
 	/* Background apply (Apply_Threads): worker i settles the elided pages
 	 * whose key hashes to i, ahead of the checkpoints, and cleans the
 	 * pool when its free blocks run low. */
-	pthread_t workers[64];
+	pthread_t workers[PPL_MAX_APPLY_THREADS];
 	unsigned nworkers, nstarted;
 	uint64_t log_capacity;         /* bytes of records the log file holds */
 	pthread_mutex_t work_lock;
@@ -479,27 +479,33 @@ static int feed_to_end(struct ppl_engine *e, uint64_t ck_lsn, uint64_t from, uin
 
 /* ---- per-page records kept in the pool, put back at a restart ---------- */
 
-struct pool_keys {
+/* Page keys (space << 32 | page) collected by a walk, to act on after it
+ * (the walks hold locks the actions take). */
+struct key_list {
 	uint64_t *keys;
 	size_t n, cap;
-	bool incomplete;
+	bool incomplete;               /* out of memory: some page is missing */
 };
+
+static void key_list_add(struct key_list *l, uint32_t space, uint32_t page_no)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 256;
+		uint64_t *t = realloc(l->keys, cap * sizeof(*t));
+		if (t == NULL) {
+			l->incomplete = true;
+			return;
+		}
+		l->keys = t;
+		l->cap = cap;
+	}
+	l->keys[l->n++] = (uint64_t)space << 32 | page_no;
+}
 
 static void collect_pool_page(void *arg, uint32_t space, uint32_t page_no, const struct ppl_pool_page_info *i)
 {
-	struct pool_keys *k = arg;
 	(void)i;
-	if (k->n == k->cap) {
-		size_t cap = k->cap ? 2 * k->cap : 1024;
-		uint64_t *t = realloc(k->keys, cap * sizeof(*t));
-		if (t == NULL) {
-			k->incomplete = true;
-			return;
-		}
-		k->keys = t;
-		k->cap = cap;
-	}
-	k->keys[k->n++] = (uint64_t)space << 32 | page_no;
+	key_list_add(arg, space, page_no);
 }
 
 struct pool_load {
@@ -537,7 +543,7 @@ static int pool_rec_to_node(void *arg, const struct ppl_pool_rec *r)
  * although the log no longer holds them. */
 static int load_pool(struct ppl_engine *e, struct ppl_node *n, uint64_t ck_lsn, uint64_t capacity)
 {
-	struct pool_keys k = { 0 };
+	struct key_list k = { 0 };
 	uint64_t t0 = now_ns(), durable = ppl_pool_durable_lsn(e->pool);
 	ppl_pool_for_each_page(e->pool, collect_pool_page, &k);
 	if (k.incomplete) {
@@ -1287,9 +1293,7 @@ struct due {
 	struct ppl_engine *e;
 	uint64_t upto;
 	unsigned part, nparts;         /* only keys hashing to part (nparts 0: all) */
-	size_t n, cap;
-	uint64_t *keys;
-	bool incomplete;       /* out of memory: some page is missing from keys */
+	struct key_list l;
 };
 
 static void collect_due(void *arg, uint32_t space, uint32_t page_no, const struct ppl_node_page_info *i)
@@ -1302,17 +1306,7 @@ static void collect_due(void *arg, uint32_t space, uint32_t page_no, const struc
 		return;
 	if (!d->e->gate_all && !elided_has(d->e, key))
 		return; /* MariaDB wrote it itself */
-	if (d->n == d->cap) {
-		size_t cap = d->cap ? 2 * d->cap : 256;
-		uint64_t *k = realloc(d->keys, cap * sizeof(*k));
-		if (k == NULL) {
-			d->incomplete = true;
-			return;
-		}
-		d->keys = k;
-		d->cap = cap;
-	}
-	d->keys[d->n++] = (uint64_t)space << 32 | page_no;
+	key_list_add(&d->l, space, page_no);
 }
 
 /* MariaDB is about to write a checkpoint: from then on, a restart reads
@@ -1350,21 +1344,21 @@ static int checkpoint_gate(struct ppl_engine *e, uint64_t off, const struct iove
 	uint64_t t0 = now_ns();
 	struct due d = { .e = e, .upto = ckpt };
 	ppl_node_for_each_page(n, collect_due, &d);
-	int rc = d.incomplete ? ENOMEM : 0; /* never pass a page it could not list */
-	for (size_t i = 0; i < d.n && rc == 0; i++)
-		if (with_page(e, n, (uint32_t)(d.keys[i] >> 32), (uint32_t)d.keys[i], false) != 0 &&
-		    elided_has(e, d.keys[i]))
+	int rc = d.l.incomplete ? ENOMEM : 0; /* never pass a page it could not list */
+	for (size_t i = 0; i < d.l.n && rc == 0; i++)
+		if (with_page(e, n, (uint32_t)(d.l.keys[i] >> 32), (uint32_t)d.l.keys[i], false) != 0 &&
+		    elided_has(e, d.l.keys[i]))
 			rc = EIO; /* an acknowledged page: the checkpoint must not pass it */
-	free(d.keys);
+	free(d.l.keys);
 	/* a restart re-reads the log from the checkpoint: what lies before
 	 * it is now in the pool or in the data files */
 	if (rc == 0 && ppl_pool_set_durable_lsn(e->pool, ckpt) != 0)
 		rc = EIO;
-	if (d.n) {
+	if (d.l.n) {
 		e->gate_waits++;
 		e->gate_ns += now_ns() - t0;
 		LogDebug(COMPONENT_FSAL, "PPL: %s: checkpoint %" PRIu64 " waited for %zu page(s) to be materialized",
-			 e->datadir, ckpt, d.n);
+			 e->datadir, ckpt, d.l.n);
 	}
 	pthread_mutex_unlock(&e->gate_lock);
 	if (rc)
@@ -1380,18 +1374,18 @@ static void materialize_elided(struct ppl_engine *e, struct ppl_node *n)
 	struct due d = { .e = e, .upto = UINT64_MAX };
 	ppl_node_for_each_page(n, collect_due, &d);
 	size_t failed = 0;
-	for (size_t i = 0; i < d.n; i++)
-		if (with_page(e, n, (uint32_t)(d.keys[i] >> 32), (uint32_t)d.keys[i], true) != 0)
+	for (size_t i = 0; i < d.l.n; i++)
+		if (with_page(e, n, (uint32_t)(d.l.keys[i] >> 32), (uint32_t)d.l.keys[i], true) != 0)
 			failed++;
-	free(d.keys);
+	free(d.l.keys);
 	pthread_mutex_unlock(&e->gate_lock);
-	if (failed || d.incomplete)
+	if (failed || d.l.incomplete)
 		LogCrit(COMPONENT_FSAL, "PPL: %s: %zu page(s) could not be materialized%s; their records stay in "
 			"the pool and are put back into the index at the next ingest start", e->datadir, failed,
-			d.incomplete ? " (out of memory listing them)" : "");
-	else if (d.n)
+			d.l.incomplete ? " (out of memory listing them)" : "");
+	else if (d.l.n)
 		LogEvent(COMPONENT_FSAL, "PPL: %s: %zu page(s) kept in the pool or memory written to their data "
-			 "files", e->datadir, d.n);
+			 "files", e->datadir, d.l.n);
 }
 
 /* ---- background apply ----------------------------------------------------- */
@@ -1441,10 +1435,10 @@ static void settle_ahead(struct ppl_engine *e, struct ppl_node *n, unsigned idx)
 		return;
 	struct due d = { .e = e, .upto = parsed - lag, .part = idx, .nparts = e->nworkers };
 	ppl_node_for_each_page(n, collect_due, &d);
-	for (size_t i = 0; i < d.n && !e->work_stop; i++)
-		if (with_page(e, n, (uint32_t)(d.keys[i] >> 32), (uint32_t)d.keys[i], false) == 0)
+	for (size_t i = 0; i < d.l.n && !e->work_stop; i++)
+		if (with_page(e, n, (uint32_t)(d.l.keys[i] >> 32), (uint32_t)d.l.keys[i], false) == 0)
 			__atomic_add_fetch(&e->ahead, 1, __ATOMIC_RELAXED);
-	free(d.keys);
+	free(d.l.keys);
 }
 
 static void *worker_main(void *arg)
@@ -1477,14 +1471,16 @@ static void *worker_main(void *arg)
 
 static void start_workers(struct ppl_engine *e, unsigned count)
 {
-	for (unsigned i = 0; i < count && i < sizeof(e->workers) / sizeof(e->workers[0]); i++) {
+	/* what key_part() divides by: fixed before any worker runs (config
+	 * caps Apply_Threads at the array's size) */
+	e->nworkers = count;
+	for (unsigned i = 0; i < count; i++) {
 		struct worker *w = malloc(sizeof(*w));
-		if (w == NULL)
+		if (w == NULL) {
+			e->nworkers = i;
 			break;
+		}
 		*w = (struct worker){ .e = e, .idx = i };
-		/* nworkers is what key_part() divides by: fixed before any
-		 * worker runs */
-		e->nworkers = count;
 		int rc = pthread_create(&e->workers[i], NULL, worker_main, w);
 		if (rc != 0) {
 			free(w);
