@@ -103,9 +103,11 @@ struct ppl_control *ppl_control_start(const char *path, ppl_control_fn fn, void 
 	snprintf(c->path, sizeof(c->path), "%s", path);
 	strcpy(a.sun_path, path);
 	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	mode_t old = umask(0177);
+	/* Owner only, set before listen() (nobody can connect before it):
+	 * umask() would change the mode of files other threads create. */
 	int rc = c->fd < 0 ? -1 : bind(c->fd, (struct sockaddr *)&a, sizeof(a));
-	umask(old);
+	if (rc == 0)
+		rc = chmod(path, 0600);
 	if (rc != 0 || listen(c->fd, 8) != 0 || pipe2(c->stop, O_CLOEXEC) != 0 ||
 	    (rc = pthread_create(&c->thread, NULL, control_main, c)) != 0) {
 		snprintf(err, errlen, "cannot listen on %s: %s", path, strerror(rc > 0 ? rc : errno));

@@ -15,15 +15,11 @@ datadir alone sees the same tables (a clean stop materializes what the
 pool kept)."""
 import os
 import re
-import shutil
 import threading
 import time
 
-import pytest
-
-from lib import paths
 from lib.mariadb import MariaDB
-from lib.stack import Stack
+from lib.stack import Stack, require_stack
 
 TABLES, TABLE_SIZE = 4, 20000
 OPTIONS = ["--innodb-buffer-pool-size=8M", "--innodb-log-file-size=16M", "--innodb-doublewrite=0",
@@ -57,11 +53,7 @@ def pool_figures(text):
 
 
 def test_small_pool_keeps_fills_and_comes_back(tmp_path):
-    if not os.path.exists("/dev/fuse") or not shutil.which("fusermount3"):
-        pytest.fail("needs /dev/fuse and fusermount3 (see DESIGN.md, Clients)")
-    with open(os.path.join(paths.build_dir(), "CMakeCache.txt")) as f:
-        if "PPL_SANITIZE:BOOL=ON" in f.read():
-            pytest.skip("MariaDB runs only with the normal build's libcatcher.so")
+    require_stack()
     s = Stack(tmp_path, options=OPTIONS, pool_size="1M", pool_args=["--max-per-page", "2048"],
               fsal_extra="Apply_Threads = 2; Max_Per_Page = 2048;")
     try:
@@ -91,6 +83,7 @@ def test_small_pool_keeps_fills_and_comes_back(tmp_path):
         db.stop()
         # the running storage node's figures, and one kept page's records
         live = s.live("stats")
+        assert os.stat(s.pool + ".ctl").st_mode & 0o777 == 0o600  # the owner's only
         assert live["ingest"] == "running" and live["elision"]["acked"] > 0, live
         assert live["pool"]["records_appended"] > 0 and live["pool"]["pages"] > 0, live
         # the log-wrap guard (I3): MariaDB's checkpoint writes since the
