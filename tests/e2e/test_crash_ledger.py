@@ -16,17 +16,12 @@ running on the hard mount) are not here: repeated ten times they still
 break MariaDB now and then (README, "Known problems";
 scripts/soak-elision.py --storage-crashes 10 reproduces it). The single
 storage-node crash of tests/fsal/test_elision_end_to_end.py stays."""
-import os
 import random
-import shutil
 import subprocess
 import threading
 import time
 
-import pytest
-
-from lib import paths
-from lib.stack import Stack
+from lib.stack import Stack, require_stack
 
 TABLES, TABLE_SIZE = 2, 3000
 OPTIONS = ["--innodb-buffer-pool-size=8M", "--innodb-log-file-size=16M", "--innodb-doublewrite=0",
@@ -92,11 +87,7 @@ def check(db, acked):
 
 
 def test_compute_crashes_lose_nothing(tmp_path):
-    if not os.path.exists("/dev/fuse") or not shutil.which("fusermount3"):
-        pytest.fail("needs /dev/fuse and fusermount3 (see DESIGN.md, Clients)")
-    with open(os.path.join(paths.build_dir(), "CMakeCache.txt")) as f:
-        if "PPL_SANITIZE:BOOL=ON" in f.read():
-            pytest.skip("MariaDB runs only with the normal build's libcatcher.so")
+    require_stack()
     rnd = random.Random(7)
     s = Stack(tmp_path, options=OPTIONS)
     acked = []

@@ -7,14 +7,11 @@ and elided pages; CHECK TABLE passes; every table reads back the same after
 a clean MariaDB restart (its reads are served by the storage node,
 rebuilt); the storage node logged no rebuild failure, stopped ingest or
 divergence."""
-import os
-import shutil
 
 import pytest
 
-from lib import paths
 from lib.oracle import DDLLoad
-from lib.stack import Stack
+from lib.stack import Stack, require_stack
 
 TABLES, TABLE_SIZE = 2, 3000
 BASE = ["--innodb-buffer-pool-size=8M", "--innodb-log-file-size=16M", "--innodb-doublewrite=0",
@@ -44,11 +41,7 @@ def check(db):
 @pytest.mark.parametrize("mode,page_size", [("io_uring", 16384), ("libaio", 16384), ("sync", 16384),
                                             ("io_uring", 4096)])
 def test_io_mode(tmp_path, mode, page_size):
-    if not os.path.exists("/dev/fuse") or not shutil.which("fusermount3"):
-        pytest.fail("needs /dev/fuse and fusermount3 (see DESIGN.md, Clients)")
-    with open(os.path.join(paths.build_dir(), "CMakeCache.txt")) as f:
-        if "PPL_SANITIZE:BOOL=ON" in f.read():
-            pytest.skip("MariaDB runs only with the normal build's libcatcher.so")
+    require_stack()
     options, style = MODES[mode]
     s = Stack(tmp_path, options=BASE + options, page_size=page_size)
     try:

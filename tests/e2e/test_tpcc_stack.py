@@ -13,14 +13,13 @@
 """
 import os
 import re
-import shutil
 import subprocess
 
 import pytest
 
 from lib import paths
 from lib.mariadb import MariaDB
-from lib.stack import Stack
+from lib.stack import Stack, require_stack
 
 TPCC = os.path.join(paths.REPO, "tpcc", "tpcc.lua")
 TABLES = "warehouse, district, customer, history, new_orders, orders, order_line, item, stock"
@@ -55,14 +54,6 @@ def verify(db):
     return db.sql(f"USE tpcc; CHECKSUM TABLE {TABLES}")
 
 
-def skip_unless_runnable():
-    if not os.path.exists("/dev/fuse") or not shutil.which("fusermount3"):
-        pytest.fail("needs /dev/fuse and fusermount3 (see DESIGN.md, Clients)")
-    with open(os.path.join(paths.build_dir(), "CMakeCache.txt")) as f:
-        if "PPL_SANITIZE:BOOL=ON" in f.read():
-            pytest.skip("MariaDB runs only with the normal build's libcatcher.so")
-
-
 @pytest.fixture(scope="module")
 def local_sums(tmp_path_factory):
     """The same run on a local datadir, no stack."""
@@ -81,7 +72,7 @@ def page_classes(stats, key):
 
 @pytest.mark.parametrize("storage", ["elide", "refuse"])
 def test_tpcc_over_the_stack_equals_a_local_run(tmp_path, local_sums, storage):
-    skip_unless_runnable()
+    require_stack()
     s = Stack(tmp_path, options=OPTIONS, storage_elision=storage == "elide")
     try:
         s.start()
@@ -103,7 +94,7 @@ def test_tpcc_over_the_stack_equals_a_local_run(tmp_path, local_sums, storage):
 
 
 def test_tpcc_verify_mode_zero_divergences(tmp_path, local_sums):
-    skip_unless_runnable()
+    require_stack()
     s = Stack(tmp_path, options=OPTIONS, catcher_mode="passthrough", storage_elision=False,
               fsal_extra="Verify = true;")
     try:

@@ -398,9 +398,9 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("params,with_pool,message", BAD, ids=[b[2].split()[0] for b in BAD])
-def test_bad_configuration_refuses_export(tmp_path, plugins_dir, params, with_pool, message):
-    g = make_server(tmp_path, plugins_dir, params, pool=with_pool)
+def refusal(g):
+    """Starts g, which must refuse its export; the refusal line's match
+    (group 1 the export, group 2 what is wrong)."""
     try:
         with pytest.raises(GaneshaError, match="refused export"):
             g.start(timeout=20)
@@ -408,6 +408,13 @@ def test_bad_configuration_refuses_export(tmp_path, plugins_dir, params, with_po
         g.stop()
     m = re.search(r"PPL: export (\S+) refused: (.*)", g.log_text())
     assert m, g.tail_log()
+    return m
+
+
+@pytest.mark.parametrize("params,with_pool,message", BAD, ids=[b[2].split()[0] for b in BAD])
+def test_bad_configuration_refuses_export(tmp_path, plugins_dir, params, with_pool, message):
+    g = make_server(tmp_path, plugins_dir, params, pool=with_pool)
+    m = refusal(g)
     assert m.group(1) == g.export_path
     assert message in m.group(2), m.group(2)
     # A refused export must not keep the sub-FSAL referenced.
@@ -419,13 +426,7 @@ def test_pool_of_another_size_refuses_export(tmp_path, plugins_dir):
     g = make_server(tmp_path, plugins_dir, f'Pool_Size = 8388608; Elision_Port = {free_port()}; '
                     f'Elision_Token = "t";')
     make_pool(tmp_path / "pmem" / "ppl.pool", g.export_path, size="4M")
-    try:
-        with pytest.raises(GaneshaError, match="refused export"):
-            g.start(timeout=20)
-    finally:
-        g.stop()
-    m = re.search(r"PPL: export (\S+) refused: (.*)", g.log_text())
-    assert m, g.tail_log()
+    m = refusal(g)
     assert "holds 4194304 bytes but Pool_Size = 8388608: set Pool_Size to the pool's size" in m.group(2)
 
 

@@ -16,6 +16,7 @@ stopped by pid.
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -55,6 +56,18 @@ TOKEN = "stack-test-token"
 # Lines the storage node writes only when something went wrong.
 STORAGE_FAILURES = ("cannot be rebuilt", "redo ingest stopped", "could not be materialized", "is refused",
                     "divergence")
+
+
+def require_stack():
+    """In a test that runs the whole stack: fails without FUSE (ppl-mount
+    needs it), skips on a sanitizer build (MariaDB can preload only the
+    normal build's libcatcher.so)."""
+    import pytest  # here: scripts import this module without pytest
+    if not os.path.exists("/dev/fuse") or not shutil.which("fusermount3"):
+        pytest.fail("needs /dev/fuse and fusermount3 (see DESIGN.md, Clients)")
+    with open(os.path.join(paths.build_dir(), "CMakeCache.txt")) as f:
+        if "PPL_SANITIZE:BOOL=ON" in f.read():
+            pytest.skip("MariaDB runs only with the normal build's libcatcher.so")
 
 
 class Stack:
