@@ -19,8 +19,11 @@
  * marker before them (seen through a FUSE client, which copies the buffer
  * late). Longer writes come from a buffer nobody touches any more. The
  * server starts every write at the block holding its write position, so
- * bytes before a write's start are final, and so are all the bytes of a
- * write longer than a block. Only final bytes are parsed. */
+ * bytes before a write's start are final, and so are the bytes of a write
+ * longer than a block up to its end marker: the rest of its last block is
+ * old buffer contents, which the next write replaces -- and if that write
+ * is a lone block, with bytes that are again provisional. Only final
+ * bytes are parsed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +177,11 @@ static int parse(struct ppl_redo_reader *r)
 		memmove(r->buf, r->buf + pos, r->fill - pos);
 		r->fill -= pos;
 	}
+	/* An end marker is where the writer's log ended: what its write
+	 * carried after it is old buffer contents, final only once another
+	 * write or a durable mark says so. */
+	if (r->stall == PPL_FRAME_END && r->slack != PPL_REDO_FILE_IMAGE)
+		r->final = r->lsn;
 	if (ret)
 		return ret;
 	return judge_stall(r);
@@ -234,12 +242,18 @@ static int add_pending(struct ppl_redo_reader *r, uint64_t lsn, const uint8_t *p
 	return 0;
 }
 
-/* A server's write [lsn, lsn+len) reached the window: what it proves final. */
+/* A server's write [lsn, lsn+len) reached the window: what it proves final.
+ * A provisional write proves only the bytes before it, and its own bytes
+ * are not final even where they replaced bytes that were: the rest of a
+ * longer write's last block, past its end marker. */
 static void confirm(struct ppl_redo_reader *r, uint64_t lsn, size_t len)
 {
-	uint64_t upto = len > PROVISIONAL ? lsn + len : lsn;
-	if (upto > r->final)
-		r->final = upto;
+	if (len > PROVISIONAL) {
+		if (lsn + len > r->final)
+			r->final = lsn + len;
+		return;
+	}
+	r->final = lsn > r->lsn ? lsn : r->lsn;
 }
 
 static int merge_pending(struct ppl_redo_reader *r)

@@ -206,6 +206,61 @@ static void test_tail_block_junk(void)
 	free(l.file);
 }
 
+/* The same junk, but over the last block of a longer write: that write
+ * is final up to its end, yet the rest of its last block after the end
+ * marker is not log, and a lone block written over it later (copied while
+ * other threads append) is no more final than any other. Seen with
+ * MariaDB over ppl-mount: the junk parsed as a mini-transaction MariaDB
+ * never wrote there, and the next write then failed the CRC. */
+static void test_junk_over_long_write_tail(void)
+{
+	struct synlog l;
+	syn_init(&l, 1 << 20, 12288);
+	uint64_t starts[200];
+	fill(&l, 100, starts);
+	struct seen s;
+	struct ppl_redo_reader *r = reader(&l, &s, 0);
+	CHECK(ppl_redo_feed(r, 0, l.file, SYN_AREA) == 0);
+	size_t end = syn_off(&l, l.lsn);
+	CHECK(end % 512 != 0);
+	/* the long write: whole blocks, an end marker, stale bytes after it */
+	size_t to_blk = (end + 511) & ~(size_t)511;
+	static uint8_t w[1 << 16];
+	memcpy(w, l.file + SYN_AREA, end - SYN_AREA);
+	memset(w + (end - SYN_AREA), 0x5a, to_blk - end);
+	w[end - SYN_AREA] = 0;
+	CHECK(ppl_redo_feed(r, SYN_AREA, w, to_blk - SYN_AREA) == 0);
+	CHECK_EQ_U(s.n, 100);
+	CHECK(ppl_redo_stall(r) == PPL_FRAME_END);
+	/* a lone block over its last block: the real end, then a copy of
+	 * mtr 50 (valid on its own) where the server's next mtr will be */
+	size_t from = end & ~(size_t)511;
+	uint8_t blk[512];
+	memcpy(blk, l.file + from, end - from);
+	size_t m50 = syn_off(&l, starts[50]), m50len = (size_t)(starts[51] - starts[50]);
+	CHECK(end - from + m50len <= sizeof blk);
+	memcpy(blk + (end - from), l.file + m50, m50len);
+	memset(blk + (end - from) + m50len, 0, sizeof blk - (end - from) - m50len);
+	CHECK(ppl_redo_feed(r, from, blk, sizeof blk) == 0);
+	CHECK_EQ_U(s.n, 100); /* mtr 50 is not emitted a second time */
+	/* the server's next writes: the real mini-transactions from that block on */
+	fill(&l, 100, NULL);
+	size_t next = syn_off(&l, l.lsn);
+	CHECK(ppl_redo_feed(r, from, l.file + from, next - from) == 0);
+	CHECK(ppl_redo_state(r) != PPL_REDO_CORRUPT);
+	uint8_t ck[64];
+	syn_checkpoint(ck, l.lsn, l.lsn);
+	CHECK(ppl_redo_feed(r, 4096, ck, sizeof(ck)) == 0);
+	CHECK_EQ_U(s.n, 200);
+	for (int i = 100; i < s.n && i < MAXM; i++) {
+		CHECK_EQ_U(s.tag[i], (uint32_t)(i - 100));
+		CHECK_EQ_U(s.start[i], s.end[i - 1]);
+	}
+	CHECK_EQ_U(ppl_redo_lsn(r), l.lsn);
+	ppl_redo_reader_free(r);
+	free(l.file);
+}
+
 /* A page write asked about at an LSN proves the log durable up to it: the
  * provisional tail write becomes final that far, and no further. */
 static void test_durable_mark(void)
@@ -525,6 +580,7 @@ int main(void)
 	test_tail_rewrite();
 	test_file_then_live();
 	test_tail_block_junk();
+	test_junk_over_long_write_tail();
 	test_durable_mark();
 	test_hold();
 	test_torn_tail();
