@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -732,17 +733,64 @@ static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_statfs(req, &sv);
 }
 
-/* NFSv3 has no ALLOCATE; emulating it by writing zeros would be slow and
- * racy. Callers such as InnoDB fall back to writing zeros themselves. */
+/* NFSv3 has no ALLOCATE. Mode 0, which InnoDB asks for each time it
+ * extends a data file, grows the file with a SETATTR of its size once
+ * FSSTAT says the server has the space: the range then reads as zeros, as
+ * after fallocate(2), without the zeros crossing the network (InnoDB's
+ * fallback is to write them). The blocks are not reserved, so a later
+ * write may still fail with ENOSPC, as on a thinly provisioned disk. The
+ * SETATTR is guarded by the ctime just read, so a size set meanwhile by
+ * another write or client is never undone. Other modes (keeping the size,
+ * punching holes) are EOPNOTSUPP. */
+static int grow_to(struct node *n, uint64_t end)
+{
+	for (int tries = 0; tries < 16; tries++) {
+		fattr3 fa;
+		int e = getattr_fh(&n->fh, &fa);
+		if (e)
+			return e;
+		if (fa.size >= end)
+			return 0;
+
+		FSSTAT3args fs = { 0 };
+		struct reply fr = { 0 };
+		fh_to_nfs(pool_root(pool), &fs.fsroot);
+		if ((e = pool_call(pool, P_FSSTAT, &fs, &fr)) != 0)
+			return e;
+		if (fr.abytes < end - fa.size)
+			return -ENOSPC;
+
+		SETATTR3args a = { 0 };
+		struct reply r = { 0 };
+		fh_to_nfs(&n->fh, &a.object);
+		a.new_attributes.size.set_it = 1;
+		a.new_attributes.size.set_size3_u.size = (size3)end;
+		a.guard.check = 1;
+		a.guard.sattrguard3_u.obj_ctime = fa.ctime;
+		e = pool_call(pool, P_SETATTR, &a, &r);
+		if (r.status != NFS3ERR_NOT_SYNC)
+			return e;
+	}
+	return -EAGAIN; /* the file kept changing under us */
+}
+
 static void ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
 			 struct fuse_file_info *fi)
 {
-	(void)ino;
-	(void)mode;
-	(void)off;
-	(void)len;
 	(void)fi;
-	fuse_reply_err(req, EOPNOTSUPP);
+	if (mode != 0) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	if (off < 0 || len <= 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (off > INT64_MAX - len) {
+		fuse_reply_err(req, EFBIG);
+		return;
+	}
+	fuse_reply_err(req, -grow_to(node_of(ino), (uint64_t)off + (uint64_t)len));
 }
 
 static void ll_init(void *userdata, struct fuse_conn_info *conn)

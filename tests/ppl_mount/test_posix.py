@@ -192,16 +192,55 @@ def test_statfs(mnt, backing):
     assert ours.f_bavail > 0 and ours.f_namemax == 255
 
 
-def test_fallocate_is_eopnotsupp(mnt):
+def _fallocate():
     # The fallocate(2) system call itself: glibc's posix_fallocate() would
     # hide EOPNOTSUPP by writing zeros.
     libc = ctypes.CDLL(None, use_errno=True)
     libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+
+    def call(fd, mode, off, length):
+        ctypes.set_errno(0)
+        rc = libc.fallocate(fd, mode, off, length)
+        return 0 if rc == 0 else ctypes.get_errno()
+    return call
+
+
+FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE = 1, 2
+
+
+def test_fallocate_grows_the_file_with_zeros(mnt, backing):
+    fallocate = _fallocate()
     fd = os.open(os.path.join(mnt, "fa"), os.O_CREAT | os.O_RDWR, 0o644)
     try:
-        assert libc.fallocate(fd, 0, 0, 1 << 20) == -1
-        assert ctypes.get_errno() == errno.EOPNOTSUPP
-        assert os.fstat(fd).st_size == 0
+        os.write(fd, b"head")
+        assert fallocate(fd, 0, 4096, 1 << 20) == 0
+        assert os.fstat(fd).st_size == 4096 + (1 << 20)
+        assert os.stat(os.path.join(backing, "fa")).st_size == 4096 + (1 << 20)
+        assert os.pread(fd, 8, 0) == b"head" + bytes(4)
+        assert os.pread(fd, 1 << 20, 4096) == bytes(1 << 20)
+        # within the file: nothing changes, the data stays
+        os.pwrite(fd, b"tail", 4096 + (1 << 20) - 4)
+        assert fallocate(fd, 0, 0, 8192) == 0
+        assert os.fstat(fd).st_size == 4096 + (1 << 20)
+        assert os.pread(fd, 4, 4096 + (1 << 20) - 4) == b"tail"
+    finally:
+        os.close(fd)
+
+
+def test_fallocate_refuses_what_it_cannot_do(mnt, backing):
+    fallocate = _fallocate()
+    fd = os.open(os.path.join(mnt, "fb"), os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        os.write(fd, b"x" * 8192)
+        # no reservation without a size change, no holes over NFSv3
+        assert fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 1 << 20) == errno.EOPNOTSUPP
+        assert fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096) == errno.EOPNOTSUPP
+        # more than the server has free: ENOSPC, and the file is as it was
+        free = os.statvfs(backing).f_bavail * os.statvfs(backing).f_frsize
+        assert fallocate(fd, 0, 0, free * 4 + (1 << 40)) == errno.ENOSPC
+        assert os.fstat(fd).st_size == 8192
+        assert os.stat(os.path.join(backing, "fb")).st_size == 8192
+        assert os.pread(fd, 8192, 0) == b"x" * 8192
     finally:
         os.close(fd)
 
