@@ -346,7 +346,9 @@ static enum ppl_apply_status insert_redundant(struct pg *g, bool reuse, size_t p
 	if (pn_fields == 0 || pn_fields > REC_MAX_N_FIELDS)
 		return corrupt(g, "predecessor has a bad field count");
 	const size_t pextra = REC_N_OLD_EXTRA_BYTES + (short_old(prev_rec) ? pn_fields : pn_fields * 2);
-	if (prev_rec != page + PAGE_OLD_INFIMUM && prev_rec - pextra < heap_bot)
+	/* the infimum's header lies below the heap, but not below the page data */
+	const size_t plow = prev_rec == page + PAGE_OLD_INFIMUM ? PAGE_DATA : (size_t)(heap_bot - page);
+	if ((size_t)(prev_rec - page) < plow + pextra)
 		return corrupt(g, "predecessor header below the heap");
 	if (hdr_c && prev_rec - hdr_c < heap_bot)
 		return corrupt(g, "copied header bytes below the heap");
