@@ -5,8 +5,8 @@ test suite does, in the situations that have broken it:
   --ddl                 DROP/CREATE/TRUNCATE/ALTER TABLE ADD INDEX and BLOBs
                         beside sysbench (in the suite: tests/e2e/test_io_modes.py)
   --storage-crashes N   ganesha.nfsd killed with SIGKILL N times under load
-                        while MariaDB keeps running on the hard mount (not
-                        in the suite: README, "Known problems")
+                        while MariaDB keeps running on the hard mount (in
+                        the suite: tests/e2e/test_crash_ledger.py, ten)
 
 Each round: a fresh stack (tests/lib/stack.py), sysbench oltp_write_only,
 then CHECK TABLE on every table. Prints one line per round and a summary;

@@ -92,8 +92,23 @@ struct ppl_engine {
 	uint64_t suspect_upto;         /* after a restart: pages with records below this LSN may
 					* have been elided by the previous run (mark_suspect) */
 	uint64_t suspect_seen, suspect_writes;
+	/* After a restart, the log's last bytes are not known to be final
+	 * (feed_to_end holds them back): the pages their records touch, by
+	 * key, with the end of their last record there. A read of one waits
+	 * until the parse has passed it (hold_wait). Written before `held`
+	 * is set, never changed after. */
+	struct held_page *held_pages;
+	size_t held_n;
+	uint64_t held_max;
+	bool held;                     /* atomic */
+	uint64_t restart_ns, last_log_write_ns; /* atomic */
+	uint64_t held_waits, held_timeouts;
 	bool verify;                   /* Verify = true: page writes compared with rebuilds */
 	uint64_t verify_same, verify_diverged, verify_skipped;
+};
+
+struct held_page {
+	uint64_t key, lsn;
 };
 
 /* How many times ingest start may find a damaged log tail before the
@@ -170,6 +185,7 @@ void ppl_engine_free(struct ppl_engine *e)
 	pthread_mutex_destroy(&e->work_lock);
 	pthread_cond_destroy(&e->work_cond);
 	free(e->elided);
+	free(e->held_pages);
 	ppl_node_free(e->node);
 	ppl_node_free(e->building);
 	ppl_datadir_close(e->dd);
@@ -445,6 +461,81 @@ static uint64_t valid_end(struct ppl_engine *e, uint64_t ck_lsn, uint64_t from, 
 	return end;
 }
 
+static int held_cmp(const void *a, const void *b)
+{
+	const struct held_page *x = a, *y = b;
+	return x->key < y->key ? -1 : x->key > y->key;
+}
+
+struct held_walk {
+	struct held_page *v;
+	size_t n, cap;
+	bool incomplete;
+};
+
+static void held_add(void *arg, uint32_t space, uint32_t page_no, const struct ppl_node_page_info *i)
+{
+	struct held_walk *w = arg;
+	if (!i->known)
+		return;
+	if (w->n == w->cap) {
+		size_t cap = w->cap ? 2 * w->cap : 256;
+		struct held_page *t = realloc(w->v, cap * sizeof(*t));
+		if (t == NULL) {
+			w->incomplete = true;
+			return;
+		}
+		w->v = t;
+		w->cap = cap;
+	}
+	w->v[w->n++] = (struct held_page){ (uint64_t)space << 32 | page_no, i->last_lsn };
+}
+
+/* Which pages have records in the held tail, len bytes of the file from
+ * offset off (LSN at): parsed as a file image by a scratch node, so a
+ * superset (what lies past the real end parses too, if it does). */
+static int note_held(struct ppl_engine *e, uint64_t at, uint64_t off, uint64_t len, uint64_t size, uint64_t area)
+{
+	struct ppl_node_config c = { .page_size = e->page_size, .log_is_file_image = true };
+	struct ppl_node *n = ppl_node_new(&c);
+	uint8_t *hdr = malloc(area);
+	struct held_walk w = { 0 };
+	int rc = -1;
+	if (n != NULL && hdr != NULL && read_file(e->datadir, "ib_logfile0", hdr, area, 0, NULL) == 0 &&
+	    ppl_node_log_open(n, size) == 0 && ppl_node_log_write(n, 0, hdr, area) == 0 &&
+	    ppl_node_log_start(n, at) == 0 && feed_circle(e, n, off, len, size, area, false) == 0) {
+		ppl_node_for_each_page(n, held_add, &w);
+		rc = w.incomplete ? -1 : 0;
+	}
+	free(hdr);
+	ppl_node_free(n);
+	if (rc != 0) {
+		free(w.v);
+		return -1;
+	}
+	if (w.n == 0) {
+		free(w.v);
+		return 0;
+	}
+	if (__atomic_load_n(&e->held, __ATOMIC_ACQUIRE)) {
+		free(w.v); /* readers may be looking at the first set */
+		return 0;
+	}
+	qsort(w.v, w.n, sizeof(*w.v), held_cmp);
+	uint64_t max = 0;
+	for (size_t i = 0; i < w.n; i++)
+		max = w.v[i].lsn > max ? w.v[i].lsn : max;
+	e->held_pages = w.v;
+	e->held_n = w.n;
+	e->held_max = max;
+	__atomic_store_n(&e->restart_ns, now_ns(), __ATOMIC_RELAXED);
+	__atomic_store_n(&e->held, true, __ATOMIC_RELEASE);
+	LogEvent(COMPONENT_FSAL, "PPL: %s: %zu page(s) have records in the last %" PRIu64 " byte(s) of the log, "
+		 "which are not known to be final yet; their reads wait until MariaDB's next log write says "
+		 "what of it is real", e->datadir, w.n, len);
+	return 0;
+}
+
 /* The log as the file holds it after a storage-node crash. Its last write
  * may carry, past the real end, old buffer contents that parse as
  * mini-transactions (redo_reader.c): it starts at most 4 KiB before the
@@ -467,6 +558,8 @@ static int feed_to_end(struct ppl_engine *e, uint64_t ck_lsn, uint64_t from, uin
 		left = capacity / 2;
 	e->suspect_upto = end + provisional;
 	uint64_t off = ppl_redo_offset_of(r, at);
+	if (note_held(e, at, off, left, size, area) != 0)
+		return -1;
 	while (left) {
 		uint64_t len = size - off < left ? size - off : left;
 		if (feed_file_to(e, e->building, off, off + len, true) != 0)
@@ -719,6 +812,8 @@ int ppl_engine_log_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, co
 		start_ingest(e, off + len); /* the file already holds this write */
 		goto out;
 	}
+	if (off + len > ppl_dialect_mariadb_10_8.area_start)
+		__atomic_store_n(&e->last_log_write_ns, now_ns(), __ATOMIC_RELAXED);
 	size_t left = len;
 	for (int i = 0; i < iovcnt && left; i++) {
 		size_t n = iov[i].iov_len < left ? iov[i].iov_len : left;
@@ -835,6 +930,55 @@ static void on_file(void *arg, const struct ppl_node_file_event *ev)
 		ppl_datadir_note(e->dd, ev->space_id, ev->name2);
 }
 
+/* After a restart a page may have records in the log's held tail
+ * (note_held): MariaDB may read it back before its next log write tells
+ * what of that tail is real, and without them the page would be older
+ * than the one MariaDB wrote. The read waits until the parse has passed
+ * them. A log that stays quiet for HOLD_QUIET_NS had no appends in flight
+ * at its last write, so its bytes are MariaDB's log as they stand and are
+ * taken as durable. Returns 0, or EIO after HOLD_MAX_NS: a failed read,
+ * rather than an old page. */
+#define HOLD_QUIET_NS (2 * 1000000000ull)
+#define HOLD_MAX_NS (20 * 1000000000ull)
+static int hold_wait(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint32_t page_no)
+{
+	if (!__atomic_load_n(&e->held, __ATOMIC_ACQUIRE))
+		return 0;
+	struct held_page k = { (uint64_t)space << 32 | page_no, 0 };
+	const struct held_page *h = bsearch(&k, e->held_pages, e->held_n, sizeof(k), held_cmp);
+	if (h == NULL || ppl_node_parsed_lsn(n) >= h->lsn)
+		return 0;
+	__atomic_add_fetch(&e->held_waits, 1, __ATOMIC_RELAXED);
+	uint64_t t0 = now_ns();
+	while (ppl_node_parsed_lsn(n) < h->lsn && !e->stopped) {
+		uint64_t now = now_ns(), since = __atomic_load_n(&e->last_log_write_ns, __ATOMIC_RELAXED);
+		uint64_t restart = __atomic_load_n(&e->restart_ns, __ATOMIC_RELAXED);
+		since = since > restart ? since : restart;
+		if (now - since > HOLD_QUIET_NS) {
+			pthread_mutex_lock(&e->log_lock);
+			if (e->started && !e->stopped && e->node == n && ppl_node_log_durable(n, h->lsn) != 0)
+				stop_ingest(e, ppl_node_error(n));
+			pthread_mutex_unlock(&e->log_lock);
+			if (ppl_node_parsed_lsn(n) >= h->lsn)
+				break;
+		}
+		if (now - t0 > HOLD_MAX_NS) {
+			__atomic_add_fetch(&e->held_timeouts, 1, __ATOMIC_RELAXED);
+			LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 " has records up to LSN %" PRIu64
+				" in the log's last bytes from before the restart, and the log was parsed only to %"
+				PRIu64 " after %llu s; the READ fails rather than serve an older page. MariaDB's next "
+				"log write or a restart of mariadbd resolves it", e->datadir, space, page_no, h->lsn,
+				ppl_node_parsed_lsn(n), HOLD_MAX_NS / 1000000000ull);
+			return EIO;
+		}
+		struct timespec ts = { 0, 2 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	if (ppl_node_parsed_lsn(n) >= e->held_max)
+		__atomic_store_n(&e->held, false, __ATOMIC_RELEASE);
+	return 0;
+}
+
 int ppl_engine_read(struct ppl_engine *e, uint64_t fileid, uint64_t off, struct iovec *iov, int iovcnt,
 		    size_t len)
 {
@@ -851,7 +995,11 @@ int ppl_engine_read(struct ppl_engine *e, uint64_t fileid, uint64_t off, struct 
 		iov_copy(iov, iovcnt, p - off, frame, ps, true);
 		uint32_t page_no = (uint32_t)(p / ps), space;
 		struct ppl_node_page_info info;
-		if (!page_space(e, fileid, frame, page_no, &space) || !ppl_node_page_info(n, space, page_no, &info))
+		if (!page_space(e, fileid, frame, page_no, &space))
+			continue;
+		if ((rc = hold_wait(e, n, space, page_no)) != 0)
+			break;
+		if (!ppl_node_page_info(n, space, page_no, &info))
 			continue;
 		/* the log initializes the page: the rebuild does not read the base */
 		uint64_t base = info.from_init ? 0 : ppl_page_lsn(frame);
@@ -890,7 +1038,11 @@ int ppl_engine_read(struct ppl_engine *e, uint64_t fileid, uint64_t off, struct 
 			continue; /* whole: done above */
 		uint32_t space;
 		struct ppl_node_page_info info;
-		if (!map_get(e, fileid, &space) || !ppl_node_page_info(n, space, (uint32_t)pg, &info))
+		if (!map_get(e, fileid, &space))
+			continue;
+		if ((rc = hold_wait(e, n, space, (uint32_t)pg)) != 0)
+			break;
+		if (!ppl_node_page_info(n, space, (uint32_t)pg, &info))
 			continue;
 		if (frame == NULL && (frame = aligned_alloc(4096, ps)) == NULL)
 			return ENOMEM;
@@ -1775,5 +1927,14 @@ int ppl_engine_format(struct ppl_engine *e, char *buf, size_t len)
 	if (v < 0 || (size_t)(k + v) >= len)
 		return k + (v < 0 ? 0 : v);
 	k += v;
+	uint64_t waits = __atomic_load_n(&e->held_waits, __ATOMIC_RELAXED);
+	if (waits) {
+		v = snprintf(buf + k, len - (size_t)k, "; reads that waited for the log's tail after the restart %"
+			     PRIu64 " (failed %" PRIu64 ")", waits,
+			     __atomic_load_n(&e->held_timeouts, __ATOMIC_RELAXED));
+		if (v < 0 || (size_t)(k + v) >= len)
+			return k + (v < 0 ? 0 : v);
+		k += v;
+	}
 	return k + format_elision(e, buf + k, len - (size_t)k);
 }

@@ -54,7 +54,7 @@ def catcher_stats(db, path, timeout=10):
 
 TOKEN = "stack-test-token"
 # Lines the storage node writes only when something went wrong.
-STORAGE_FAILURES = ("cannot be rebuilt", "redo ingest stopped", "could not be materialized", "is refused",
+STORAGE_FAILURES = ("cannot be rebuilt", "READ fails", "redo ingest stopped", "could not be materialized", "is refused",
                     "divergence")
 
 
