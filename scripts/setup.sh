@@ -24,6 +24,8 @@ PKGS=(
   mariadb-server mariadb-client mariadb-backup sysbench
   # tests
   python3 python3-pytest iproute2 procps psmisc
+  # the storage node under memcheck (tests/lib/memcheck.py)
+  valgrind
 )
 
 missing=()

@@ -44,7 +44,8 @@ Debian's FSAL directory.  `core_extra`, `export_extra` and `log_extra` are
 raw config lines added to NFS_CORE_PARAM, EXPORT and a LOG block; `env`
 adds environment variables for ganesha.nfsd; `config`, a function of the
 Ganesha object returning the whole config text, replaces the generated one
-(it must use g.port, g.mnt_port, g.export_path, g.pseudo and g.recovery).  Ganesha's stderr goes to <base>/ganesha.stderr.
+(it must use g.port, g.mnt_port, g.export_path, g.pseudo and g.recovery); `wrapper`
+is a command that runs ganesha.nfsd in the same process (e.g. valgrind).  Ganesha's stderr goes to <base>/ganesha.stderr.
 Use as a context manager to stop the server on exit.
 """
 import atexit
@@ -129,7 +130,7 @@ def ensure_rpcbind(timeout=10):
 class Ganesha:
     def __init__(self, base, export_path, pseudo="/export", fsal="FSAL { Name = VFS; }",
                  plugins_dir=None, export_id=1, core_extra="", export_extra="", log_extra="", env=None,
-                 config=None):
+                 config=None, wrapper=()):
         self.base = os.path.abspath(base)
         self.export_path = os.path.abspath(export_path)
         self.pseudo = "/" + pseudo.strip("/")
@@ -141,6 +142,7 @@ class Ganesha:
         self.log_extra = log_extra
         self.env = env
         self.config = config
+        self.wrapper = list(wrapper)
         self.conf = os.path.join(self.base, "ganesha.conf")
         self.log = os.path.join(self.base, "ganesha.log")
         self.pidfile = os.path.join(self.base, "ganesha.pid")
@@ -240,7 +242,7 @@ EXPORT {{
         # Sanitizer reports (a plugin built with PPL_SANITIZE) go to stderr.
         with open(self.stderr, "ab") as err:
             self.proc = subprocess.Popen(
-                [GANESHA, "-F", "-L", self.log, "-f", self.conf, "-N", "NIV_EVENT", "-p", self.pidfile],
+                [*self.wrapper, GANESHA, "-F", "-L", self.log, "-f", self.conf, "-N", "NIV_EVENT", "-p", self.pidfile],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                 env=dict(os.environ, **self.env) if self.env else None)
         deadline = time.time() + timeout
