@@ -39,7 +39,8 @@ class MariaDB:
         if out.returncode != 0:
             raise RuntimeError("mariadb-install-db failed:\n" + out.stdout[-4000:])
 
-    def start(self, extra=(), timeout=120):
+    def start(self, extra=(), timeout=120, poll=0.2):
+        """Returns once the server answers a ping, checked every `poll` s."""
         args = [MARIADBD, *self.common_args(), f"--socket={self.socket}", f"--pid-file={self.pidfile}",
                 f"--log-error={self.errlog}", "--skip-networking", "--skip-grant-tables=0",
                 *self.options, *extra]
@@ -54,7 +55,7 @@ class MariaDB:
                 raise RuntimeError(f"mariadbd exited with {self.proc.returncode}:\n{self.tail_log()}")
             if os.path.exists(self.socket) and self.ping():
                 return
-            time.sleep(0.2)
+            time.sleep(poll)
         self.kill()
         raise RuntimeError("mariadbd did not come up in time:\n" + self.tail_log())
 
