@@ -11,47 +11,28 @@
   byte for byte with the storage node's rebuild at its LSN: zero
   divergences.
 """
-import os
 import re
-import subprocess
 
 import pytest
 
-from lib import paths
+from lib import tpcc
 from lib.mariadb import MariaDB
 from lib.stack import Stack, require_stack
 
-TPCC = os.path.join(paths.REPO, "tpcc", "tpcc.lua")
-TABLES = "warehouse, district, customer, history, new_orders, orders, order_line, item, stock"
 OPTIONS = ["--innodb-buffer-pool-size=8M", "--innodb-log-file-size=16M", "--innodb-doublewrite=0",
            "--innodb-flush-method=O_DIRECT", "--innodb-flush-log-at-trx-commit=1",
            "--innodb-max-dirty-pages-pct=1", "--innodb-max-dirty-pages-pct-lwm=0.001"]
-SCALE = ["--scale=1", "--items=4000", "--customers=300"]
+SCALE = tpcc.SCALE
 POPULATE = SCALE + ["--rand-seed=11", "--fixed-time=2026-01-01 00:00:00"]
 RUN = SCALE + ["--rand-seed=5", "--fixed-time=2026-01-01 00:00:00", "--threads=1", "--events=1500", "--time=0"]
-
-
-def tpcc(db, command, *args):
-    r = subprocess.run(["sysbench", TPCC, f"--mysql-socket={db.socket}", "--mysql-user=root",
-                        "--mysql-db=tpcc", *args, command], capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    return r.stdout
 
 
 def workload(db):
     """Population and run; returns the tables' checksums."""
     db.sql("CREATE DATABASE tpcc")
-    tpcc(db, "prepare", *POPULATE)
-    tpcc(db, "run", *RUN)
-    return verify(db)
-
-
-def verify(db):
-    out = db.sql("CHECK TABLE " + ",".join("tpcc." + t.strip() for t in TABLES.split(",")))
-    rows = [line.split("\t") for line in out.strip().splitlines()]
-    assert rows and all(r[-1] == "OK" for r in rows if r[2] == "status"), out
-    assert "all consistency conditions hold" in tpcc(db, "check", *SCALE)
-    return db.sql(f"USE tpcc; CHECKSUM TABLE {TABLES}")
+    tpcc.run(db, "prepare", *POPULATE)
+    tpcc.run(db, "run", *RUN)
+    return tpcc.verify(db)
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +61,7 @@ def test_tpcc_over_the_stack_equals_a_local_run(tmp_path, local_sums, storage):
         stats = s.catcher_stats()
         s.db.stop()
         s.db.start()
-        assert verify(s.db) == local_sums
+        assert tpcc.verify(s.db) == local_sums
         if storage == "elide":
             assert page_classes(stats, "elided") > 100, stats
         else:
