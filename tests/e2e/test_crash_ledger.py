@@ -104,6 +104,17 @@ def check(db, acked):
     tpcc.verify(db)
 
 
+def final_check(db, populated, acked):
+    """TPC-C ran, and a clean restart reads back what the crashes left."""
+    assert orders(db) > populated + 100, "TPC-C hardly ran beside the ledger"
+    before = db.sql("CHECKSUM TABLE crash.ledger")
+    db.stop()
+    db.start()
+    assert db.sql("CHECKSUM TABLE crash.ledger") == before
+    check(db, acked)
+    db.stop()
+
+
 def test_compute_crashes_lose_nothing(tmp_path):
     require_stack()
     rnd = random.Random(7)
@@ -133,13 +144,7 @@ def test_compute_crashes_lose_nothing(tmp_path):
             next_id = ledger.next_id + 1
             check(s.db, acked)
             load.join(60)
-        assert orders(s.db) > populated + 100, "TPC-C hardly ran beside the ledger"
-        before = s.db.sql("CHECKSUM TABLE crash.ledger")
-        s.db.stop()
-        s.db.start()
-        assert s.db.sql("CHECKSUM TABLE crash.ledger") == before
-        check(s.db, acked)
-        s.db.stop()
+        final_check(s.db, populated, acked)
     finally:
         s.stop()
     s.assert_storage_clean()
@@ -187,13 +192,7 @@ def test_storage_crashes_lose_nothing(tmp_path):
         loader.join(120)
         assert not failed, f"{len(failed)} TPC-C run(s) failed across the storage crashes:\n{failed[0]}"
         acked = ledger.acked
-        assert orders(s.db) > populated + 100, "TPC-C hardly ran beside the ledger"
-        before = s.db.sql("CHECKSUM TABLE crash.ledger")
-        s.db.stop()
-        s.db.start()
-        assert s.db.sql("CHECKSUM TABLE crash.ledger") == before
-        check(s.db, acked)
-        s.db.stop()
+        final_check(s.db, populated, acked)
     finally:
         s.stop()
     s.assert_storage_clean()

@@ -15,8 +15,6 @@ datadir alone sees the same tables (a clean stop materializes what the
 pool kept)."""
 import os
 import re
-import threading
-import time
 
 from lib.mariadb import MariaDB
 from lib.stack import Stack, require_stack
@@ -61,19 +59,7 @@ def test_small_pool_keeps_fills_and_comes_back(tmp_path):
         db = s.db
         db.sql("CREATE DATABASE sbtest")
         db.sysbench("oltp_write_only", "prepare", tables=TABLES, table_size=TABLE_SIZE)
-        failure = []
-
-        def load():
-            try:
-                db.sysbench("oltp_write_only", "run", "--time=25", tables=TABLES, table_size=TABLE_SIZE)
-            except Exception as exc:  # reported below, in the test's thread
-                failure.append(exc)
-        t = threading.Thread(target=load)
-        t.start()
-        time.sleep(12)
-        s.crash_storage()
-        t.join(timeout=300)
-        assert not t.is_alive() and not failure, failure
+        s.sysbench_through_storage_crash(25, 12, TABLES, TABLE_SIZE)
         stats = s.catcher_stats()
         assert sum(stats["classes"][c]["elided"] for c in ("ibd", "ibdata", "undo")) > 100, stats
         before = check(db)

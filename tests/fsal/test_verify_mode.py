@@ -4,16 +4,9 @@ page's LSN from the data file and the redo it parsed (DESIGN I4). With
 elision off every page write arrives, so this checks the rebuild against
 InnoDB itself, page by page, under sysbench's write workloads: thousands
 of pages compared, zero divergences."""
-import os
 import re
-import shutil
 
-import pytest
-
-from lib import paths
-from lib.ganesha import Ganesha
-from lib.mariadb import MariaDB
-from test_mariadb_over_ppl import ppl_mount_class
+from lib.stack import Stack, require_stack
 
 TABLES, TABLE_SIZE = 2, 4000
 OPTIONS = ["--innodb-buffer-pool-size=8M", "--innodb-log-file-size=16M", "--innodb-doublewrite=0",
@@ -22,27 +15,13 @@ WORKLOADS = ("oltp_insert", "oltp_update_index", "oltp_write_only", "oltp_read_w
 
 
 def test_verify_mode_zero_divergences(tmp_path):
-    if not os.path.exists("/dev/fuse") or not shutil.which("fusermount3"):
-        pytest.fail("needs /dev/fuse and fusermount3 (see DESIGN.md, Clients)")
-    plugins = os.path.join(paths.build_dir(), "ganesha-fsal-ppl", "plugins")
-    export = tmp_path / "export"
-    export.mkdir()
-    (tmp_path / "pmem").mkdir()
-    fsal = (f'FSAL {{ Name = PPL; Pool_Path = "{tmp_path}/pmem/ppl.pool"; Stats_Interval = 0; Verify = true; '
-            f'FSAL {{ Name = VFS; }} }}')
-    g = Ganesha(tmp_path / "ganesha", export, fsal=fsal, plugins_dir=plugins)
-    mountpoint = tmp_path / "mnt"
-    mountpoint.mkdir()
-    db = MariaDB(str(tmp_path / "mariadb"), datadir=os.path.join(mountpoint, "datadir"), options=OPTIONS)
-    os.makedirs(db.base)
-    mount = None
+    require_stack()
+    # libcatcher only counts: every page write reaches the storage node
+    s = Stack(tmp_path, options=OPTIONS, catcher_mode="passthrough", storage_elision=False,
+              fsal_extra="Verify = true;")
     try:
-        g.start()
-        mount = ppl_mount_class()(paths.tool("ppl-mount"), g.url(), str(mountpoint), options=["--direct-io"],
-                                  log=str(tmp_path / "ppl-mount.log"))
-        mount.start()
-        db.install()
-        db.start()
+        s.start()
+        db = s.db
         db.sql("CREATE DATABASE sbtest")
         db.sysbench("oltp_write_only", "prepare", tables=TABLES, table_size=TABLE_SIZE)
         # flush steadily, so pages are written while their redo is pending
@@ -55,11 +34,8 @@ def test_verify_mode_zero_divergences(tmp_path):
                    if line.split("\t")[2] == "status"), out
         db.stop()
     finally:
-        db.kill()
-        if mount:
-            mount.stop()
-        g.stop()
-    log = g.log_text()
+        s.stop()
+    log = s.storage_log()
     assert "Verify=on" in log
     m = re.search(r"PPL: stats at unexport .*verify: (\d+) page writes identical to the rebuild, (\d+) diverged, "
                   r"(\d+) not comparable", log)

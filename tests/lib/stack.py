@@ -19,6 +19,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 
 from lib import paths
@@ -122,6 +123,25 @@ class Stack:
         self.g.kill9()
         self._logs.append(self.g.log_text())
         self.g.start()
+
+    def sysbench_through_storage_crash(self, seconds, crash_after, tables, table_size):
+        """sysbench oltp_write_only for `seconds`, with ganesha.nfsd killed
+        and started again `crash_after` seconds in. MariaDB waits on the
+        hard mount meanwhile, so the run must succeed."""
+        failure = []
+
+        def load():
+            try:
+                self.db.sysbench("oltp_write_only", "run", f"--time={seconds}", tables=tables,
+                                 table_size=table_size)
+            except Exception as exc:  # raised below, in the caller's thread
+                failure.append(exc)
+        t = threading.Thread(target=load)
+        t.start()
+        time.sleep(crash_after)
+        self.crash_storage()
+        t.join(timeout=300)
+        assert not t.is_alive() and not failure, failure
 
     def catcher_stats(self, timeout=10):
         return catcher_stats(self.db, self.stats, timeout)
