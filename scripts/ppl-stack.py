@@ -7,7 +7,8 @@
 
 `up` starts, as its own direct children, the storage node (ganesha.nfsd
 with FSAL_PPL over FSAL_VFS, configured from ganesha.conf.example, the pmem
-pool on tmpfs or --pmem DIR), mounts its export with ppl-mount, and starts
+pool on tmpfs or --pmem DIR), mounts its export (with the kernel's NFS
+client where the host has one, else with ppl-mount; --client), and starts
 the compute node (mariadbd with config/my.cnf and LD_PRELOAD=libcatcher.so;
 mariadb-install-db first when the datadir is new). It writes their pids
 under DIR/pids, prints how to connect, and stays in the foreground
@@ -29,7 +30,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pplnode  # noqa: E402
-from pplnode import Compute, paths  # noqa: E402
+from pplnode import Compute  # noqa: E402
 
 TOKEN_FILE = "elision.token"
 
@@ -106,25 +107,28 @@ def up(a):
     try:
         g.start()
         write_pid(os.path.join(pids, "ganesha.pid"), g.pid)
-        mount = pplnode.mount_class()(paths.tool("ppl-mount"), g.url(), mnt, options=["--hard", "--direct-io"],
-                                      log=os.path.join(d, "ppl-mount.log"))
-        mount.start()
-        write_pid(os.path.join(pids, "ppl-mount.pid"), mount.proc.pid)
+        mount = pplnode.mount_export(a.client, g, mnt, os.path.join(d, "ppl-mount.log"))
+        if mount.proc:
+            write_pid(os.path.join(pids, "ppl-mount.pid"), mount.proc.pid)
+        how = f"ppl-mount pid {mount.proc.pid}" if mount.proc else "kernel NFS client"
         if not os.path.exists(os.path.join(db.datadir, "mysql")):
             print(f"new datadir {db.datadir}: mariadb-install-db", flush=True)
             db.install()
         db.start()
         write_pid(os.path.join(pids, "mariadbd.pid"), db.proc.pid)
         print(f"up: storage node ganesha.nfsd pid {g.pid} (export {export}, log {g.log}, pool {pool}, elision "
-              f"port {port}); ppl-mount pid {mount.proc.pid} on {mnt}; mariadbd pid {db.proc.pid} "
+              f"port {port}); {how} on {mnt}; mariadbd pid {db.proc.pid} "
               f"(libcatcher {a.catcher}, error log {db.errlog}).\n"
               f"connect: mariadb -uroot --socket={db.socket}\n"
               f"stop:    scripts/ppl-stack.py down --dir {d}", flush=True)
         while True:
             for name, proc in (("ganesha.nfsd", g.proc), ("ppl-mount", mount.proc), ("mariadbd", db.proc)):
-                if proc.poll() is not None:
+                if proc is not None and proc.poll() is not None:
                     print(f"{name} exited with {proc.returncode}; stopping the rest", file=sys.stderr, flush=True)
                     raise Stopping()
+            if mount.proc is None and not mount.mounted():
+                print(f"the NFS mount on {mnt} is gone; stopping the rest", file=sys.stderr, flush=True)
+                raise Stopping()
             time.sleep(0.5)
     except (Stopping, KeyboardInterrupt):
         pass
@@ -181,6 +185,9 @@ def main():
     ap.add_argument("--pool-mb", type=int, default=256, help="pmem pool size (default 256)")
     ap.add_argument("--pmem", help="directory for the pool: a DAX mount, or tmpfs (default /dev/shm)")
     ap.add_argument("--stats-interval", type=int, default=60, help="seconds between PPL stats lines (default 60)")
+    ap.add_argument("--client", default="auto", choices=pplnode.CLIENTS,
+                    help="NFS client: the kernel's, ppl-mount (FUSE), or auto (the kernel's where there is one; "
+                    "default)")
     ap.add_argument("--netns", action="store_true", help="run in a private network namespace (two-node mode)")
     ap.add_argument("--link-rate", help="with --netns: shape the link, e.g. 1gbit")
     ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
@@ -192,6 +199,7 @@ def main():
     if a.command == "status":
         return status(a)
     a.pmem = a.pmem or pplnode.tmpfs_dir() or a.dir
+    a.client = pplnode.choose_client(a.client)
     if a.netns and not a.inner:
         os.makedirs(os.path.join(a.dir, "pids"), exist_ok=True)
         rc = pplnode.run_in_netns(f"ppl-stack-{os.getpid()}", a.link_rate,

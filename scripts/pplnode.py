@@ -1,6 +1,7 @@
 """The storage node, the mount and the compute node as the scripts start
 them (scripts/pushdown-demo.py, scripts/ppl-stack.py): ganesha.nfsd
-configured from ganesha.conf.example, ppl-mount, mariadbd with
+configured from ganesha.conf.example, the export mounted by the kernel's
+NFS client where there is one, else by ppl-mount, mariadbd with
 config/my.cnf and LD_PRELOAD=libcatcher.so, and the private network
 namespace of the two-node mode. Every process is a direct child of the
 calling script and is stopped by pid (tests/lib's Ganesha and MariaDB)."""
@@ -16,10 +17,37 @@ from lib import ganesha as ganesha_lib  # noqa: E402
 from lib import paths  # noqa: E402
 from lib.ganesha import Ganesha, free_port  # noqa: E402,F401
 from lib.mariadb import MariaDB  # noqa: E402
-from lib.stack import mount_class  # noqa: E402,F401  (scripts start ppl-mount the tests' way)
+from lib.stack import mount_class  # noqa: E402  (scripts start ppl-mount the tests' way)
+import kernel_nfs  # noqa: E402
 
 MY_CNF = os.path.join(REPO, "config", "my.cnf")
 GANESHA_EXAMPLE = os.path.join(REPO, "ganesha.conf.example")
+
+
+CLIENTS = ("auto", "kernel", "ppl-mount")
+
+
+def choose_client(wanted):
+    """The NFS client to mount the export with: `kernel` or `ppl-mount`;
+    `auto` takes the kernel's when this host has one."""
+    ok, why = kernel_nfs.available()
+    if wanted == "kernel" and not ok:
+        raise SystemExit(f"--client kernel: {why}; --client ppl-mount (or auto) uses the FUSE client")
+    if wanted == "auto":
+        return "kernel" if ok else "ppl-mount"
+    return wanted
+
+
+def mount_export(client, g, mnt, log):
+    """Mounts g's export on mnt, hard (a storage-node restart is waited
+    out); ppl-mount also with --direct-io (O_DIRECT reaches the server as
+    InnoDB issues it). Returns the started mount: stop() unmounts it."""
+    if client == "kernel":
+        m = kernel_nfs.KernelNfsMount(ganesha_lib.HOST, g.port, g.mnt_port, g.pseudo, mnt)
+    else:
+        m = mount_class()(paths.tool("ppl-mount"), g.url(), mnt, options=["--hard", "--direct-io"], log=log)
+    m.start()
+    return m
 
 
 class Compute(MariaDB):

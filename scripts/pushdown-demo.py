@@ -2,8 +2,9 @@
 """The project's main job: unmodified MariaDB over the pushdown stack.
 
 On one machine, twice over the same stack -- ganesha.nfsd with FSAL_PPL
-over FSAL_VFS (configured from ganesha.conf.example), ppl-mount as the NFS
-client, mariadbd with config/my.cnf and LD_PRELOAD=libcatcher.so:
+over FSAL_VFS (configured from ganesha.conf.example), the kernel's NFS
+client where the host has one, else ppl-mount (--client), mariadbd with
+config/my.cnf and LD_PRELOAD=libcatcher.so:
 
   elide        libcatcher asks the storage node and drops every page write
                it can rebuild;
@@ -196,9 +197,7 @@ def run_mode(a, work, label, catcher_mode, dataset, buffer_pool):
     mount = None
     try:
         g.start()
-        mount = pplnode.mount_class()(paths.tool("ppl-mount"), g.url(), mnt, options=["--hard", "--direct-io"],
-                                      log=os.path.join(base, "ppl-mount.log"))
-        mount.start()
+        mount = pplnode.mount_export(a.client, g, mnt, os.path.join(base, "ppl-mount.log"))
         db.start()
         before = snapshot(g, db, stats_path)
         t0 = time.time()
@@ -333,7 +332,7 @@ def inner(a):
     buffer_pool = max(a.min_buffer_pool_mb * mib, (data // 10 + mib - 1) // mib * mib)
     results = {}
     for label, mode in MODES:
-        print(f"{label}: storage node, mount and compute node up; {describe(a)} for {a.seconds} s",
+        print(f"{label}: storage node, mount ({a.client}) and compute node up; {describe(a)} for {a.seconds} s",
               flush=True)
         results[mode] = run_mode(a, work, label, mode, dataset, buffer_pool)
     print_table(results, a, data, buffer_pool, a.netns)
@@ -374,6 +373,9 @@ def main():
     ap.add_argument("--pmem", help="directory for the pool: a DAX mount for real NVDIMM "
                     "(default /dev/shm, a tmpfs standing in for it)")
     ap.add_argument("--link-rate", help="shape the compute<->storage link, e.g. 1gbit (tc tbf)")
+    ap.add_argument("--client", default="auto", choices=pplnode.CLIENTS,
+                    help="NFS client: the kernel's, ppl-mount (FUSE), or auto (the kernel's where there is one; "
+                    "default)")
     ap.add_argument("--no-netns", dest="netns", action="store_false",
                     help="run on the host's loopback (link bytes are then not counted)")
     ap.add_argument("--report", type=int, default=10, help="seconds between progress lines (default 10)")
@@ -384,6 +386,7 @@ def main():
     argv = sys.argv[1:]
     a = ap.parse_args()
     a.pmem = a.pmem or pplnode.tmpfs_dir() or tempfile.gettempdir()
+    a.client = pplnode.choose_client(a.client)
     if a.link_rate and not a.netns:
         ap.error("--link-rate needs the private network namespace (drop --no-netns)")
     if a.inner or not a.netns:

@@ -1,7 +1,10 @@
 """scripts/ppl-stack.py: `up` brings the whole stack up as its own children
 and supervises it, `down` stops exactly that by pid file (idempotent), and
 a second `up` on the same state directory finds the data again (the
-storage node restarts from its files and pool)."""
+storage node restarts from its files and pool). The export is mounted by
+the kernel's NFS client where the host has one: on a host without, asking
+for it is refused before anything starts; on a host with one, the same
+round trip runs over it."""
 import os
 import subprocess
 import sys
@@ -11,6 +14,9 @@ import pytest
 
 from lib import paths
 
+sys.path.insert(0, os.path.join(paths.REPO, "scripts"))
+import kernel_nfs  # noqa: E402
+
 SCRIPT = os.path.join(paths.REPO, "scripts", "ppl-stack.py")
 
 
@@ -19,9 +25,9 @@ def stack(*args, **kw):
                           text=True, timeout=300, env=dict(os.environ, PPL_BUILD_DIR=paths.build_dir()), **kw)
 
 
-def bring_up(d, pmem):
+def bring_up(d, pmem, client="ppl-mount"):
     p = subprocess.Popen([sys.executable, SCRIPT, "up", "--dir", d, "--pmem", pmem, "--buffer-pool-mb", "16",
-                          "--stats-interval", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          "--stats-interval", "0", "--client", client], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          env=dict(os.environ, PPL_BUILD_DIR=paths.build_dir()))
     lines = []
     deadline = time.time() + 180
@@ -78,6 +84,30 @@ def test_up_down_restart(tmp_path, build_dir):
     p, _ = bring_up(d, pmem)
     try:
         assert sql(d, "SELECT COUNT(*), SUM(LENGTH(v)) FROM t.a").split() == ["5000", "500000"]
+        assert sql(d, "CHECK TABLE t.a").split()[-1] == "OK"
+        bring_down(d, p)
+    finally:
+        if p.poll() is None:
+            p.terminate()
+            p.wait(120)
+
+
+def test_kernel_nfs_client(tmp_path, build_dir):
+    d, pmem = str(tmp_path / "stack"), str(tmp_path / "pmem")
+    os.makedirs(pmem)
+    ok, why = kernel_nfs.available()
+    if not ok:
+        r = stack("up", "--dir", d, "--pmem", pmem, "--client", "kernel")
+        assert r.returncode != 0 and why in r.stdout and "--client ppl-mount" in r.stdout, r.stdout
+        assert not os.path.exists(d), "a refused `up` made its state directory"
+        return
+    p, lines = bring_up(d, pmem, client="kernel")
+    try:
+        assert "kernel NFS client" in lines[-1], lines[-1]
+        with open("/proc/self/mounts") as f:
+            assert any(line.split()[1] == os.path.join(d, "mnt") and line.split()[2].startswith("nfs") for line in f)
+        sql(d, "CREATE DATABASE t; CREATE TABLE t.a (id INT PRIMARY KEY) ENGINE=InnoDB")
+        sql(d, "INSERT INTO t.a SELECT seq FROM t.seq_1_to_1000")
         assert sql(d, "CHECK TABLE t.a").split()[-1] == "OK"
         bring_down(d, p)
     finally:
