@@ -129,8 +129,6 @@ size_t ppl_datadir_spaces(struct ppl_datadir *d)
 	return n;
 }
 
-/* Copies the path of the space's file into out; looks again once if the
- * space is not known (a table created since the last look). */
 /* Whether the file seen at this path is still the one there: TRUNCATE and
  * ALTER put another file (another space) under the same name. Notes from
  * the log name a path only and are taken as they are. */
@@ -140,6 +138,32 @@ static bool still_there(const struct space_file *f)
 	return f->ino == 0 || (stat(f->path, &st) == 0 && (uint64_t)st.st_ino == f->ino);
 }
 
+/* A space bound to an inode (ppl_datadir_bind: learned from a page of
+ * the file) whose file is no longer at the remembered path: a rename keeps
+ * the inode, so the file is wherever the last scan saw that inode. Needed
+ * when nothing else names the space there: a table renamed while its page
+ * 0 was never written, after the log that would have said so stopped
+ * being parsed. A file there whose page 0 names another space is not it
+ * (an inode number reused after a removal this map never saw). The note
+ * follows the file. The caller holds the write lock, after a scan. */
+static bool follow_rename(struct ppl_datadir *d, uint32_t space, char *out, size_t outlen)
+{
+	for (size_t i = d->nnotes; i-- > 0;) {
+		struct space_file *nt = &d->notes[i];
+		if (nt->space != space || nt->ino == 0)
+			continue;
+		for (size_t j = 0; j < d->n; j++)
+			if (d->f[j].ino == nt->ino && (d->f[j].space == UINT32_MAX || d->f[j].space == space)) {
+				snprintf(nt->path, sizeof(nt->path), "%s", d->f[j].path);
+				snprintf(out, outlen, "%s", nt->path);
+				return true;
+			}
+	}
+	return false;
+}
+
+/* Copies the path of the space's file into out; looks again once if the
+ * space is not known (a table created or renamed since the last look). */
 static int find(struct ppl_datadir *d, uint32_t space, char *out, size_t outlen)
 {
 	for (int attempt = 0; attempt < 2; attempt++) {
@@ -161,7 +185,10 @@ static int find(struct ppl_datadir *d, uint32_t space, char *out, size_t outlen)
 			pthread_rwlock_wrlock(&d->lock);
 			d->n = 0;
 			scan_dir(d, d->dir, 0);
+			bool moved = follow_rename(d, space, out, outlen);
 			pthread_rwlock_unlock(&d->lock);
+			if (moved)
+				return 0;
 		}
 	}
 	return -1;

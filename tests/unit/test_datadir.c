@@ -1,0 +1,128 @@
+/* The datadir map: spaces found from page 0 and from bindings, a file
+ * renamed after its space was learned from its inode, and a file under a
+ * binding's inode that names another space refused. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "ppl/datadir.h"
+#include "ppl/mach.h"
+#include "ppl/page.h"
+
+#define PS 16384u
+
+static char root[256];
+
+/* A one-page file; space 0 leaves page 0 blank (never written). */
+static uint64_t make_file(const char *rel, uint32_t space)
+{
+	char p[512];
+	static uint8_t page[PS];
+	memset(page, 0, sizeof(page));
+	if (space) {
+		ppl_wr4(page + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_ID, space);
+		ppl_wr4(page + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS, 0x15);
+		ppl_wr4(page + 16 + 4, 1000); /* the page LSN's low half: written */
+	}
+	snprintf(p, sizeof(p), "%s/%s", root, rel);
+	FILE *f = fopen(p, "wb");
+	CHECK(f != NULL);
+	if (f == NULL)
+		return 0;
+	CHECK(fwrite(page, 1, sizeof(page), f) == sizeof(page));
+	fclose(f);
+	struct stat st;
+	CHECK(stat(p, &st) == 0);
+	return (uint64_t)st.st_ino;
+}
+
+static void expect_path(struct ppl_datadir *d, uint32_t space, const char *rel)
+{
+	char got[4096], want[512];
+	snprintf(want, sizeof(want), "%s/%s", root, rel);
+	int rc = ppl_datadir_path(d, space, got, sizeof(got));
+	CHECK(rc == 0);
+	if (rc == 0 && strcmp(got, want) != 0) {
+		fprintf(stderr, "space %u: %s, expected %s\n", space, got, want);
+		CHECK(!"path");
+	}
+}
+
+static void mv(const char *from, const char *to)
+{
+	char a[512], b[512];
+	snprintf(a, sizeof(a), "%s/%s", root, from);
+	snprintf(b, sizeof(b), "%s/%s", root, to);
+	CHECK(rename(a, b) == 0);
+}
+
+int main(void)
+{
+	char err[256], p[512];
+	snprintf(root, sizeof(root), "/tmp/ppl-test-datadir-%d", (int)getpid());
+	CHECK(mkdir(root, 0700) == 0);
+	snprintf(p, sizeof(p), "%s/db", root);
+	CHECK(mkdir(p, 0700) == 0);
+	make_file("db/a.ibd", 5);
+	uint64_t blank = make_file("db/b.ibd", 0);
+	uint64_t other = make_file("db/c.ibd", 0);
+
+	struct ppl_datadir *d = ppl_datadir_open(root, err, sizeof(err));
+	CHECK(d != NULL);
+	if (d == NULL)
+		CHECK_DONE();
+	expect_path(d, 5, "db/a.ibd");
+	char out[4096];
+	CHECK(ppl_datadir_path(d, 6, out, sizeof(out)) == -1); /* nothing names space 6 yet */
+
+	/* page 0 names a space: a rename is found by the next look */
+	mv("db/a.ibd", "db/a2.ibd");
+	expect_path(d, 5, "db/a2.ibd");
+
+	/* page 0 blank: the space is known from the inode only, and the file
+	 * is followed across renames */
+	ppl_datadir_bind(d, blank, 6);
+	expect_path(d, 6, "db/b.ibd");
+	mv("db/b.ibd", "db/b2.ibd");
+	expect_path(d, 6, "db/b2.ibd");
+	mv("db/b2.ibd", "db/b3.ibd");
+	expect_path(d, 6, "db/b3.ibd");
+	uint32_t sp = 0;
+	CHECK(ppl_datadir_space_of(d, blank, &sp) == 0 && sp == 6);
+
+	/* the inode bound to space 7 now holds a page 0 of space 9: not 7's */
+	ppl_datadir_bind(d, other, 7);
+	mv("db/c.ibd", "db/c2.ibd");
+	snprintf(p, sizeof(p), "%s/db/c2.ibd", root);
+	FILE *f = fopen(p, "r+b");
+	CHECK(f != NULL);
+	if (f) {
+		uint8_t hdr[PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS + 4] = {0};
+		ppl_wr4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_ID, 9);
+		ppl_wr4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS, 0x15);
+		ppl_wr4(hdr + 16 + 4, 2000);
+		CHECK(fwrite(hdr, 1, sizeof(hdr), f) == sizeof(hdr));
+		fclose(f);
+	}
+	CHECK(ppl_datadir_path(d, 7, out, sizeof(out)) == -1);
+	expect_path(d, 9, "db/c2.ibd");
+
+	/* a file that is gone takes its binding with it */
+	ppl_datadir_forget(d, blank);
+	CHECK(ppl_datadir_path(d, 6, out, sizeof(out)) == -1);
+
+	ppl_datadir_close(d);
+	const char *left[] = { "db/a2.ibd", "db/b3.ibd", "db/c2.ibd" };
+	for (size_t i = 0; i < sizeof(left) / sizeof(left[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", root, left[i]);
+		unlink(p);
+	}
+	snprintf(p, sizeof(p), "%s/db", root);
+	rmdir(p);
+	rmdir(root);
+	CHECK_DONE();
+}
