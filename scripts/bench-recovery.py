@@ -9,11 +9,11 @@ Two set-ups, the same MariaDB options and the same load:
 
 Each set-up prepares sysbench oltp_write_only, then --crashes times: runs
 the load for --seconds, kills mariadbd with SIGKILL in the middle of it,
-and times its restart until it answers a ping (checked every 10 ms) (InnoDB's crash recovery:
-the log from the last checkpoint read and applied, over NFS for the stack,
-against pages the storage node rebuilds where their writes were elided).
-The redo to apply is read from InnoDB's own log lines ("Starting crash
-recovery from checkpoint LSN=...", "To recover: N pages").
+and times its restart until it answers a ping, checked every 10 ms: InnoDB's
+crash recovery reads and applies the log from the last checkpoint, over NFS
+for the stack, against pages the storage node rebuilds where their writes
+were elided. The pages to recover are InnoDB's own count ("To recover: N
+pages" in its error log).
 
 Prints a Markdown table. Not a test.
 

@@ -5,6 +5,7 @@ storage node restarts from its files and pool). The export is mounted by
 the kernel's NFS client where the host has one: on a host without, asking
 for it is refused before anything starts; on a host with one, the same
 round trip runs over it."""
+import contextlib
 import os
 import subprocess
 import sys
@@ -42,6 +43,19 @@ def bring_up(d, pmem, client="ppl-mount"):
     raise AssertionError("ppl-stack.py up did not come up:\n" + "".join(lines[-40:]))
 
 
+@contextlib.contextmanager
+def running(d, pmem, client="ppl-mount"):
+    """`up` for the body (which ends with bring_down); stopped by pid
+    whatever happens in it."""
+    p, lines = bring_up(d, pmem, client)
+    try:
+        yield p, lines
+    finally:
+        if p.poll() is None:
+            p.terminate()
+            p.wait(120)
+
+
 def sql(d, statement):
     r = subprocess.run(["mariadb", "--no-defaults", "-uroot", f"--socket={d}/mariadb/mysqld.sock", "-N", "-B",
                         "-e", statement], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -67,29 +81,19 @@ def test_up_down_restart(tmp_path, build_dir):
     d, pmem = str(tmp_path / "stack"), str(tmp_path / "pmem")
     os.makedirs(pmem)
     assert stack("status", "--dir", d).returncode == 3
-    p, _ = bring_up(d, pmem)
-    try:
+    with running(d, pmem) as (p, _):
         assert stack("status", "--dir", d).stdout.count("pid ") == 4
         again = stack("up", "--dir", d, "--pmem", pmem)
         assert again.returncode != 0 and "already up" in again.stdout, again.stdout
         sql(d, "CREATE DATABASE t; CREATE TABLE t.a (id INT PRIMARY KEY, v VARCHAR(100)) ENGINE=InnoDB")
         sql(d, "INSERT INTO t.a SELECT seq, REPEAT('x', 100) FROM t.seq_1_to_5000")
         bring_down(d, p)
-    finally:
-        if p.poll() is None:
-            p.terminate()
-            p.wait(120)
     r = stack("down", "--dir", d)
     assert r.returncode == 0 and "not running" in r.stdout      # idempotent
-    p, _ = bring_up(d, pmem)
-    try:
+    with running(d, pmem) as (p, _):
         assert sql(d, "SELECT COUNT(*), SUM(LENGTH(v)) FROM t.a").split() == ["5000", "500000"]
         assert sql(d, "CHECK TABLE t.a").split()[-1] == "OK"
         bring_down(d, p)
-    finally:
-        if p.poll() is None:
-            p.terminate()
-            p.wait(120)
 
 
 def test_kernel_nfs_client(tmp_path, build_dir):
@@ -101,8 +105,7 @@ def test_kernel_nfs_client(tmp_path, build_dir):
         assert r.returncode != 0 and why in r.stdout and "--client ppl-mount" in r.stdout, r.stdout
         assert not os.path.exists(d), "a refused `up` made its state directory"
         return
-    p, lines = bring_up(d, pmem, client="kernel")
-    try:
+    with running(d, pmem, client="kernel") as (p, lines):
         assert "kernel NFS client" in lines[-1], lines[-1]
         with open("/proc/self/mounts") as f:
             assert any(line.split()[1] == os.path.join(d, "mnt") and line.split()[2].startswith("nfs") for line in f)
@@ -110,7 +113,3 @@ def test_kernel_nfs_client(tmp_path, build_dir):
         sql(d, "INSERT INTO t.a SELECT seq FROM t.seq_1_to_1000")
         assert sql(d, "CHECK TABLE t.a").split()[-1] == "OK"
         bring_down(d, p)
-    finally:
-        if p.poll() is None:
-            p.terminate()
-            p.wait(120)

@@ -8,6 +8,7 @@ a change to how plugins are loaded.
 
     wrapper = command(log_dir)    # Ganesha(..., wrapper=wrapper)
     errors(log_dir)               # [[lines of one report], ...]
+    assert_clean(log_dir)         # memcheck ran and reported nothing
 """
 import os
 import re
@@ -58,3 +59,11 @@ def summary(log_dir):
         with open(os.path.join(log_dir, name), errors="replace") as f:
             lines += [line.strip() for line in f if "total heap usage" in line or "ERROR SUMMARY" in line]
     return lines
+
+
+def assert_clean(log_dir):
+    """Memcheck ran to the end at least once (a server killed with SIGKILL
+    writes no summary) and reported no error."""
+    assert len(summary(log_dir)) >= 2, "memcheck did not run"
+    found = errors(log_dir)
+    assert found == [], f"{len(found)} memcheck error(s); the first:\n" + "\n".join(found[0][:40])
