@@ -14,6 +14,8 @@ import os
 import re
 import shutil
 
+# Known errors of ganesha.nfsd and libntirpc themselves, not of FSAL_PPL.
+SUPPRESSIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "memcheck.supp")
 _LINE = re.compile(r"^==\d+== ?(.*)$")
 # The first line of every kind of report memcheck makes, leaks included
 # (only definite ones: --errors-for-leak-kinds=definite).
@@ -26,7 +28,7 @@ def command(log_dir):
     if not shutil.which("valgrind"):
         raise RuntimeError("valgrind missing: run scripts/setup.sh")
     return ["valgrind", "--tool=memcheck", "--leak-check=full", "--errors-for-leak-kinds=definite",
-            "--num-callers=40", f"--log-file={log_dir}/memcheck.%p"]
+            "--num-callers=40", f"--suppressions={SUPPRESSIONS}", f"--log-file={log_dir}/memcheck.%p"]
 
 
 def errors(log_dir):
