@@ -155,18 +155,26 @@ enum catcher_reason {
 	R_ASYNC_MIXED,        /* ACKed, but another page of the same async I/O was not */
 	R_NODEVNULL,          /* could not open /dev/null to complete an elided async I/O */
 	R_DOUBLEWRITE,        /* a copy into the doublewrite buffer of ibdata1 */
+	R_NEVER_ELIDED,       /* a file of a class never elided (temp, other; redo is not counted) */
+	R_BUFFERED,           /* the descriptor lacks O_DIRECT: a client cache would keep the old page */
+	R_NOT_ASKED,          /* passed the checks but no answer was recorded (must never be seen) */
 	R_COUNT
 };
 const char *catcher_reason_name(unsigned r);
 
+/* A verdict starts as a refusal and becomes 0 (ACK) only when the storage
+ * node's answer is recorded: memory that was never written can then never
+ * read as "drop this page". */
 struct catcher_query {
 	uint32_t space, page_no, checksum, page_size;
 	uint64_t lsn;
 	uint8_t verdict; /* 0 = ACK, else enum catcher_reason */
+	uint8_t ask;     /* passed the local checks: to be asked */
 };
 
 /* Checks one page image (whose bytes are contiguous) written at file offset
- * `off`; fills q and returns 0 if it may be asked about, else a reason. */
+ * `off`; fills q's page fields and returns 0 if it may be asked about, else
+ * a reason. Leaves q->verdict to the caller. */
 unsigned catcher_page_check(const uint8_t *page, uint32_t ps, off_t off, const struct catcher_fd *f,
 			    struct catcher_query *q);
 /* Tablespace format and page size from the flags of a page 0 image. */
@@ -184,15 +192,20 @@ void catcher_client_after_fork(void);
 
 #define CATCHER_PLAN_MAX_PAGES 256 /* larger writes are not elided */
 
+/* Every plan leaves catcher_plan_write() complete: either `reason` is set
+ * (the whole write goes out; q[] of its first pages, up to
+ * CATCHER_PLAN_MAX_PAGES, say the same) or npages is between 1 and
+ * CATCHER_PLAN_MAX_PAGES and every q[i] holds a refusal or a page to ask
+ * about. Only catcher_ask() turns a verdict into an ACK. */
 struct catcher_plan {
 	int fd;
 	struct catcher_fd f;
 	off_t off;
 	size_t len;
 	uint32_t ps;
-	size_t npages;          /* 0: nothing to ask (see reason) */
-	unsigned reason;        /* why the whole write goes out, if npages == 0 */
-	struct catcher_query *q; /* npages entries, q[i].verdict per page */
+	size_t npages;          /* whole pages written (0 if not whole pages) */
+	unsigned reason;        /* nonzero: nothing is asked, all of it is written */
+	struct catcher_query *q; /* q[i].verdict per page */
 };
 
 /* Whether an iovec array is one the kernel would accept (count within
@@ -202,6 +215,10 @@ bool catcher_iov_ok(const struct iovec *iov, int cnt, size_t *len);
  * CATCHER_PLAN_MAX_PAGES. Does not ask the server. */
 void catcher_plan_write(struct catcher_plan *p, int fd, const struct catcher_fd *f, const struct iovec *iov,
 			int cnt, off_t off, struct catcher_query *q);
+/* Gives the whole write up: reason for the plan and for each query. */
+void catcher_plan_refuse(struct catcher_plan *p, unsigned reason);
+/* Queries a plan's q[] holds: npages, at most CATCHER_PLAN_MAX_PAGES. */
+size_t catcher_plan_nq(const struct catcher_plan *p);
 /* Asks the server about every page of several plans in one pipeline. */
 void catcher_plan_ask(struct catcher_plan **plans, size_t n);
 /* Whether every page of the plan was ACKed. */

@@ -65,11 +65,11 @@ void catcher_set_default_page_size(uint32_t ps)
 
 void catcher_fd_get(int fd, struct catcher_fd *out)
 {
+	/* Every field filled, tracked or not: a caller never sees stale stack. */
+	*out = (struct catcher_fd){.cls = CLASS_NONE};
 	unsigned len = __atomic_load_n(&table_len, __ATOMIC_ACQUIRE);
-	if (fd < 0 || (unsigned)fd >= len) {
-		out->cls = CLASS_NONE;
+	if (fd < 0 || (unsigned)fd >= len)
 		return;
-	}
 	struct entry *e = &table[fd];
 	/* Acquire pairs with the release stores of cls: whoever sees a class
 	 * also sees the format fields written before it. */

@@ -67,8 +67,8 @@ static void inspect(long nr, struct iocb **cbs, struct restore_list *l)
 		if (!batch_fits(&b, len))
 			batch_flush(&b, retarget, l);
 		batch_add(&b, cb, (int)cb->aio_fildes, &f, iov, cnt, (off_t)cb->aio_offset);
-		if (cb->aio_rw_flags & RWF_APPEND)
-			b.plans[b.nplans - 1].reason = R_UNSUPPORTED_OP;
+		if ((cb->aio_rw_flags & RWF_APPEND) && !b.plans[b.nplans - 1].reason)
+			catcher_plan_refuse(&b.plans[b.nplans - 1], R_UNSUPPORTED_OP);
 	}
 	batch_flush(&b, retarget, l);
 }

@@ -127,10 +127,9 @@ static ssize_t sync_write(enum kind k, int fd, const struct iovec *iov, int cnt,
 	struct catcher_query q[CATCHER_PLAN_MAX_PAGES];
 	struct catcher_plan plan;
 	catcher_plan_write(&plan, fd, &f, iov, cnt, off, q);
-	if (k == K_PWRITEV2 && (flags & RWF_APPEND) && CLASS_IS_PAGE(f.cls)) {
-		plan.reason = R_UNSUPPORTED_OP; /* the offset is ignored: pages are not where we think */
-	}
-	if (CLASS_IS_PAGE(f.cls) && !plan.reason) {
+	if (k == K_PWRITEV2 && (flags & RWF_APPEND) && !plan.reason)
+		catcher_plan_refuse(&plan, R_UNSUPPORTED_OP); /* the offset is ignored: pages are not where we think */
+	if (!plan.reason) {
 		struct catcher_plan *pp = &plan;
 		catcher_plan_ask(&pp, 1);
 		for (size_t i = 0; i < plan.npages; i++)

@@ -64,8 +64,8 @@ static void inspect(struct io_uring *ring)
 			batch_flush(&b, retarget, NULL);
 		off_t off = sqe->off == (uint64_t)-1 ? -1 : (off_t)sqe->off;
 		batch_add(&b, sqe, sqe->fd, &f, iov, cnt, off);
-		if (sqe->rw_flags & RWF_APPEND)
-			b.plans[b.nplans - 1].reason = R_UNSUPPORTED_OP;
+		if ((sqe->rw_flags & RWF_APPEND) && !b.plans[b.nplans - 1].reason)
+			catcher_plan_refuse(&b.plans[b.nplans - 1], R_UNSUPPORTED_OP);
 	}
 	batch_flush(&b, retarget, NULL);
 }

@@ -52,6 +52,5 @@ unsigned catcher_page_check(const uint8_t *page, uint32_t ps, off_t off, const s
 	q->lsn = lsn;
 	q->checksum = stored;
 	q->page_size = ps;
-	q->verdict = 0;
 	return 0;
 }

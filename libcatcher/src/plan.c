@@ -3,14 +3,15 @@
  * style so that they cannot disagree about what may be elided. */
 #include "catcher.h"
 
+#include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ppl/mach.h"
 #include "ppl/page.h"
-
-#define PENDING 0xffu
 
 /* Page 0 carries the tablespace flags: learn (or re-learn) the format and
  * page size from what is actually being written. */
@@ -51,6 +52,49 @@ static uint32_t page_size_for(const struct catcher_plan *p)
 	return catcher_default_page_size();
 }
 
+size_t catcher_plan_nq(const struct catcher_plan *p)
+{
+	return p->npages < CATCHER_PLAN_MAX_PAGES ? p->npages : CATCHER_PLAN_MAX_PAGES;
+}
+
+void catcher_plan_refuse(struct catcher_plan *p, unsigned reason)
+{
+	p->reason = reason;
+	for (size_t i = 0, n = catcher_plan_nq(p); i < n; i++) {
+		p->q[i].verdict = (uint8_t)reason;
+		p->q[i].ask = 0;
+	}
+}
+
+/* Whether a write on fd bypasses the page cache of whatever is below us.
+ * Asked of the open file description at write time, not remembered from
+ * open: O_DIRECT can be switched with fcntl(F_SETFL), by the host or
+ * through a duplicate, and one F_GETFL costs far less than the question
+ * it guards. */
+static bool fd_direct(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+	return fl >= 0 && (fl & O_DIRECT);
+}
+
+/* Once per process: elision is off for buffered descriptors, and what the
+ * operator can change to get it back. */
+static void warn_buffered(int fd)
+{
+	static int warned;
+	if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+		return;
+	char link[64], path[PATH_MAX];
+	snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, path, sizeof path - 1);
+	path[n > 0 ? n : 0] = 0;
+	catcher_log("page writes to files opened without O_DIRECT are written, never elided (first: %s): "
+		    "a dropped write would leave a client-side page cache (NFS, FUSE) holding the old page, "
+		    "which InnoDB could read back. To elide, set innodb_flush_method=O_DIRECT "
+		    "(or O_DIRECT_NO_FSYNC) in MariaDB's configuration",
+		    n > 0 ? path : "?");
+}
+
 void catcher_plan_write(struct catcher_plan *p, int fd, const struct catcher_fd *f, const struct iovec *iov,
 			int cnt, off_t off, struct catcher_query *q)
 {
@@ -61,47 +105,56 @@ void catcher_plan_write(struct catcher_plan *p, int fd, const struct catcher_fd 
 	p->q = q;
 	for (int i = 0; i < cnt; i++)
 		p->len += iov[i].iov_len;
+	if (off >= 0 && f->cls != CLASS_REDO)
+		learn_page0(p, iov, cnt);
+	/* Counted in pages whenever the write is whole pages, so that the
+	 * page counts add up to InnoDB's own, temporary tablespace included. */
+	uint32_t ps = page_size_for(p);
+	if (f->cls != CLASS_REDO && ps && off >= 0 && (uint64_t)off % ps == 0 && p->len % ps == 0 && p->len) {
+		p->ps = ps;
+		p->npages = p->len / ps;
+	}
 	if (!CLASS_IS_PAGE(f->cls)) {
-		/* Never elided. Temporary-tablespace pages are still counted as
-		 * pages so that the page counts add up to InnoDB's own. */
-		uint32_t ps = catcher_default_page_size();
-		if (f->cls != CLASS_REDO && ps && off >= 0 && (uint64_t)off % ps == 0 && p->len % ps == 0) {
-			p->ps = ps;
-			p->npages = p->len / ps;
-		}
+		/* Redo log, temporary tablespace, #sql intermediate tables,
+		 * files unlinked or moved while open: the storage node cannot
+		 * vouch for their pages (DESIGN I7). */
+		catcher_plan_refuse(p, R_NEVER_ELIDED);
 		return;
 	}
 	if (off < 0) {
-		p->reason = R_UNSUPPORTED_OP; /* "current position": we do not track it */
+		catcher_plan_refuse(p, R_UNSUPPORTED_OP); /* "current position": we do not track it */
 		return;
 	}
-	learn_page0(p, iov, cnt);
 	if (p->f.fmt == FMT_UNSUPPORTED) {
-		p->reason = R_UNSUPPORTED_FMT;
+		catcher_plan_refuse(p, R_UNSUPPORTED_FMT);
 		return;
 	}
-	uint32_t ps = page_size_for(p);
 	if (!ps) {
-		p->reason = R_PAGE_SIZE;
+		catcher_plan_refuse(p, R_PAGE_SIZE);
 		return;
 	}
-	if (p->len == 0 || (uint64_t)off % ps || p->len % ps) {
-		p->reason = R_UNALIGNED;
+	if (!p->npages) {
+		catcher_plan_refuse(p, R_UNALIGNED);
 		return;
 	}
-	p->ps = ps;
-	p->npages = p->len / ps;
 	if (catcher_cfg.mode != CATCHER_ELIDE || !(catcher_cfg.class_mask & (1u << f->cls))) {
-		p->reason = R_PASSTHROUGH;
+		catcher_plan_refuse(p, R_PASSTHROUGH);
 		return;
 	}
 	if (p->npages > CATCHER_PLAN_MAX_PAGES) {
-		p->reason = R_UNSUPPORTED_OP;
+		catcher_plan_refuse(p, R_UNSUPPORTED_OP);
+		return;
+	}
+	if (!fd_direct(fd)) {
+		warn_buffered(fd);
+		catcher_plan_refuse(p, R_BUFFERED);
 		return;
 	}
 
 	/* Walk the iovecs page by page. A page split across iovecs is copied
 	 * so that its checksum can be computed over contiguous bytes. */
+	for (size_t i = 0; i < p->npages; i++)
+		q[i] = (struct catcher_query){.verdict = R_NOT_ASKED};
 	int vi = 0;
 	size_t vo = 0;
 	uint8_t *scratch = NULL;
@@ -136,7 +189,10 @@ void catcher_plan_write(struct catcher_plan *p, int fd, const struct catcher_fd 
 			page = scratch;
 		}
 		unsigned r = catcher_page_check(page, ps, off + (off_t)(i * ps), &p->f, &q[i]);
-		q[i].verdict = r ? (uint8_t)r : PENDING;
+		if (r)
+			q[i].verdict = (uint8_t)r;
+		else
+			q[i].ask = 1; /* the verdict stays a refusal until an answer replaces it */
 	}
 	free(scratch);
 }
@@ -150,8 +206,9 @@ void catcher_plan_ask(struct catcher_plan **plans, size_t n)
 		if (p->reason)
 			continue;
 		for (size_t j = 0; j < p->npages; j++) {
-			if (p->q[j].verdict != PENDING)
+			if (!p->q[j].ask)
 				continue;
+			p->q[j].ask = 0;
 			if (k == CATCHER_PLAN_MAX_PAGES) {
 				catcher_ask(ask, k);
 				k = 0;
@@ -165,7 +222,7 @@ void catcher_plan_ask(struct catcher_plan **plans, size_t n)
 
 bool catcher_plan_all_acked(const struct catcher_plan *p)
 {
-	if (p->reason || p->npages == 0)
+	if (p->reason || p->npages == 0 || p->npages > CATCHER_PLAN_MAX_PAGES)
 		return false;
 	for (size_t j = 0; j < p->npages; j++)
 		if (p->q[j].verdict != 0)

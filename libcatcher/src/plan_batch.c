@@ -21,8 +21,9 @@ void batch_add(struct plan_batch *b, void *owner, int fd, const struct catcher_f
 	struct catcher_plan *p = &b->plans[b->nplans];
 	catcher_plan_write(p, fd, f, iov, cnt, off, b->pool + b->used);
 	catcher_count_write(f->cls, p->len);
-	if (!p->reason)
-		b->used += p->npages;
+	/* A refused plan's queries hold its refusal too: they are its own,
+	 * never shared with the next plan (batch_fits reserved room for them). */
+	b->used += catcher_plan_nq(p);
 	b->ptrs[b->nplans] = p;
 	b->owner[b->nplans] = owner;
 	b->nplans++;
@@ -39,7 +40,7 @@ void batch_flush(struct plan_batch *b, batch_retarget_fn fn, void *ctx)
 			if (devnull == -2)
 				devnull = catcher_devnull();
 			if (devnull < 0) {
-				for (size_t j = 0; j < p->npages; j++)
+				for (size_t j = 0; j < catcher_plan_nq(p); j++)
 					p->q[j].verdict = R_NODEVNULL;
 				elide = false;
 			} else {

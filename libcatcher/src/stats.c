@@ -42,6 +42,7 @@ const char *catcher_reason_name(unsigned r)
 		"unaligned", "page_size_unknown", "unsupported_format", "page_id_mismatch", "lsn_zero",
 		"bad_checksum", "passthrough", "unavailable", "timeout", "connection_lost", "protocol_error",
 		"pool_busy", "unsupported_op", "async_mixed", "no_devnull", "doublewrite",
+		"never_elided", "buffered_io", "not_asked",
 	};
 	if (r < PPL_ELIDE_REASON_COUNT)
 		return nack[r];
@@ -79,18 +80,19 @@ void catcher_count_error(unsigned cls)
 void catcher_count_plan(const struct catcher_plan *p, bool async, bool async_elided, size_t sync_done)
 {
 	struct cstats *c = &stats[p->f.cls];
-	if (!CLASS_IS_PAGE(p->f.cls)) {
-		ADD(c->pages, p->npages);
-		return;
-	}
 	if (p->reason) {
 		ADD(c->pages, p->npages);
-		ADD(c->refused[p->reason], p->npages ? p->npages : 1);
+		/* A log write is not a page write that could have been elided:
+		 * it is counted in writes and bytes only. */
+		if (p->f.cls != CLASS_REDO)
+			ADD(c->refused[p->reason < R_COUNT ? p->reason : R_NOT_ASKED], p->npages ? p->npages : 1);
 		return;
 	}
 	uint64_t pages = 0, elided = 0;
 	for (size_t i = 0; i < p->npages; i++) {
 		unsigned v = p->q[i].verdict;
+		if (v >= R_COUNT)
+			v = R_NOT_ASKED;
 		if (!async && i * p->ps >= sync_done)
 			break; /* not done: the caller sees a short write and retries */
 		pages++;
