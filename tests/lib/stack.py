@@ -73,10 +73,12 @@ def require_stack():
 
 class Stack:
     def __init__(self, base, options=(), catcher_mode="elide", page_size=16384, fsal_extra="", pool_size="16M",
-                 storage_elision=True, pool_args=()):
+                 storage_elision=True, pool_args=(), mount_options=("--hard", "--direct-io")):
         """storage_elision=False: the storage node runs no elision service
         (libcatcher's questions find nothing listening, so it writes every
-        page itself)."""
+        page itself). mount_options: ppl-mount's; without --direct-io,
+        files opened without O_DIRECT go through the client's page cache,
+        as on a kernel NFS mount."""
         base = str(base)
         build = paths.build_dir()
         self.base = base
@@ -103,6 +105,7 @@ class Stack:
                           page_size=page_size, options=options, env=env)
         os.makedirs(self.db.base)
         self.mount = None
+        self.mount_options = list(mount_options)
         self._logs = []
 
     def start(self, install=True):
@@ -114,7 +117,7 @@ class Stack:
 
     def mount_up(self):
         self.mount = mount_class()(paths.tool("ppl-mount"), self.g.url(), self.mnt,
-                                    options=["--hard", "--direct-io"], log=os.path.join(self.base, "ppl-mount.log"))
+                                    options=self.mount_options, log=os.path.join(self.base, "ppl-mount.log"))
         self.mount.start()
 
     def crash_storage(self):
