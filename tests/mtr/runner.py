@@ -1,0 +1,572 @@
+"""MariaDB's own mysql-test-run (Debian's mariadb-test) over the stack.
+
+One call of run() is one mtr run of chosen tests in one set-up:
+
+  a  local datadir, no libcatcher
+  b  local datadir, libcatcher in passthrough
+  c  the stack: ganesha.nfsd with FSAL_PPL (Verify = true, no elision
+     service), ppl-mount (hard, direct I/O), libcatcher in passthrough
+  d  the stack eliding: FSAL_PPL with the elision service and Verify = true,
+     libcatcher eliding
+  e  stock FSAL_VFS (no PPL), ppl-mount, no libcatcher: what any NFS mount
+     does, to tell the stack's faults from the mount's
+
+Where mtr keeps things: everything under --vardir (the bootstrap datadir
+`install.db`, each server's datadir `mysqld.N/data` -- copied from
+install.db before a server starts on a fresh datadir, or bootstrapped in
+place when the test's options need it (page size, undo tablespaces) --
+logs, pid files, `tmp/` where tests copy files) and the sockets and the
+servers' tmpdir under --tmpdir. mtr removes the vardir and creates it again
+at start; --vardir is honoured as given (only the default `var` would be a
+symlink made by --mem). So for the stack set-ups the vardir is a directory
+on the mount (`MNT/var`: the export holds every datadir mtr makes, the
+bootstrap included) and --tmpdir is a local directory (sockets must not be
+on NFS, and the servers' tmpdir stays off the mount as a user would have
+it). libcatcher learns the data directory from --datadir on mariadbd's
+command line, which mtr does not pass (it is in mtr's my.cnf), so
+LIBCATCHER_DATADIR names the vardir: every datadir mtr creates is under it.
+
+mtr starts mariadbd itself, as its child, with --mysqld-env for the
+environment. Ports come from --port-base (a block of 30 free ports on
+127.0.0.1 chosen here), --parallel=1. Everything this module starts
+(ganesha.nfsd, ppl-mount, mtr) is its direct child and is stopped by pid.
+
+Per test, the report holds mtr's verdict, the storage node's log lines
+written while the test ran that say something went wrong
+(lib.stack.STORAGE_FAILURES; divergences counted apart), the pages the
+storage node verified, and libcatcher's elided page writes: mtr prints a
+test's result line after the test and its checks ran; at each result line
+the storage node's new log lines and figures, and libcatcher's counters
+(SIGUSR2 to the servers whose pid files are in the vardir, only when
+libcatcher's handler is installed), are attributed to that test.
+"""
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if TESTS_DIR not in sys.path:
+    sys.path.insert(0, TESTS_DIR)
+
+from lib import paths  # noqa: E402
+from lib.ganesha import Ganesha, free_port  # noqa: E402
+from lib.stack import STORAGE_FAILURES, TOKEN, mount_class  # noqa: E402
+
+MTR_DIR = "/usr/share/mysql/mysql-test"
+MTR = os.path.join(MTR_DIR, "mariadb-test-run")
+
+
+@dataclass(frozen=True)
+class Setup:
+    key: str
+    title: str
+    storage: str = None        # None: local datadir; "PPL" or "VFS": over ganesha.nfsd + ppl-mount
+    catcher: str = None        # None: no LD_PRELOAD; "passthrough" or "elide"
+    verify: bool = False       # FSAL_PPL Verify = true
+    elision: bool = False      # FSAL_PPL runs the elision service
+
+
+SETUPS = {
+    "a": Setup("a", "local datadir, no libcatcher"),
+    "b": Setup("b", "local datadir, libcatcher passthrough", catcher="passthrough"),
+    "c": Setup("c", "stack: FSAL_PPL Verify=true, libcatcher passthrough", storage="PPL",
+               catcher="passthrough", verify=True),
+    "d": Setup("d", "stack eliding: FSAL_PPL elision + Verify=true, libcatcher elide", storage="PPL",
+               catcher="elide", verify=True, elision=True),
+    "e": Setup("e", "stock FSAL_VFS + ppl-mount, no libcatcher", storage="VFS"),
+}
+
+
+@dataclass
+class TestResult:
+    name: str                       # suite.test or suite.test 'combination'
+    status: str                     # pass, fail, skipped, disabled
+    ms: int = None
+    comment: str = ""
+    detail: list = field(default_factory=list)      # mtr's lines after a failure
+    storage_failures: list = field(default_factory=list)  # storage-node lines (STORAGE_FAILURES)
+    divergences: int = 0
+    verified: int = None            # pages the storage node compared (identical) while the test ran
+    elided: int = None              # libcatcher's elided page writes while the test ran
+
+    def reason(self):
+        """One line that says why the test failed (mtr's own words)."""
+        pats = (r"mysqltest: At line \d+: .*", r"mysqltest: .*", r"Found warnings/errors in server log file.*",
+                r".*Assertion .* failed.*", r".*\[ERROR\].*", r".*Result (content|length) mismatch.*",
+                r".*[Tt]ime(d)? ?out.*", r".*crash.*", r".*failed.*")
+        for p in pats:
+            for line in [self.comment] + self.detail:
+                m = re.search(p, line)
+                if m:
+                    return m.group(0).strip()[:300]
+        return (self.comment or "").strip()[:300]
+
+
+@dataclass
+class RunResult:
+    setup: Setup
+    command: list
+    started: float
+    seconds: float = 0.0
+    tests: dict = field(default_factory=dict)       # name -> TestResult, in mtr's order
+    outside: list = field(default_factory=list)     # storage failure lines not attributed to a test
+    storage_summary: dict = None                    # the storage node's last figures (ppl-inspect live)
+    stats_line: str = ""                            # its "PPL: stats at unexport" line
+    catcher_total: dict = None                      # libcatcher's counters summed over every server
+    aborted: str = None                             # why the run did not finish normally
+    mtr_rc: int = None
+    mtr_tail: str = ""
+    workdir: str = ""
+
+    def counts(self):
+        c = {}
+        for t in self.tests.values():
+            c[t.status] = c.get(t.status, 0) + 1
+        return c
+
+    def to_json(self):
+        d = {k: getattr(self, k) for k in ("command", "started", "seconds", "outside", "storage_summary",
+                                            "stats_line", "catcher_total", "aborted", "mtr_rc", "workdir")}
+        d["setup"] = self.setup.key
+        d["tests"] = [t.__dict__ for t in self.tests.values()]
+        return d
+
+    @classmethod
+    def from_json(cls, d):
+        r = cls(SETUPS[d["setup"]], d["command"], d["started"])
+        for k in ("seconds", "outside", "storage_summary", "stats_line", "catcher_total", "aborted", "mtr_rc",
+                  "workdir"):
+            setattr(r, k, d.get(k))
+        for t in d["tests"]:
+            r.tests[t["name"]] = TestResult(**t)
+        return r
+
+
+# "innodb.innodb-wl5522 'strict_full_crc32'   [ pass ]   4407"
+RESULT = re.compile(r"^(?:worker\[\d+\] )?(?P<name>[\w-]+\.[\w.-]+(?: '[^']*')?)\s+(?:w\d+\s+)?"
+                    r"\[ (?P<status>pass|fail|skipped|disabled|retry-pass|retry-fail) \]\s*(?P<rest>.*)$")
+
+
+def port_base():
+    """An mtr --port-base whose 30 ports (baseport = (base/10 - 1000) * 30
+    + 10000) are all free on 127.0.0.1 now, below the ephemeral range."""
+    for _ in range(200):
+        thread = random.randint(50, 700)
+        base = 10000 + thread * 30
+        if all(_port_free(p) for p in range(base, base + 30)):
+            return (thread + 1000) * 10
+    raise RuntimeError("no block of 30 free ports for mtr")
+
+
+def _port_free(port):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+class StorageNode:
+    """ganesha.nfsd (FSAL_PPL over VFS, or stock VFS) on a private export,
+    and ppl-mount of it (hard, direct I/O), both direct children."""
+
+    def __init__(self, base, setup, pool_size="64M", mount_options=("--hard", "--direct-io")):
+        self.base = base
+        self.mount_options = list(mount_options)
+        self.setup = setup
+        self.export = os.path.join(base, "export")
+        self.mnt = os.path.join(base, "mnt")
+        os.makedirs(self.export)
+        os.makedirs(self.mnt)
+        self.pool = None
+        self.port = None
+        build = paths.build_dir()
+        if setup.storage == "PPL":
+            self.pool = os.path.join(base, "pmem", "ppl.pool")
+            os.makedirs(os.path.dirname(self.pool))
+            subprocess.run([paths.tool("ppl-inspect"), "pool", "create", self.pool, "--identity", self.export,
+                            "--size", pool_size], check=True, capture_output=True)
+            extra = "Verify = true;" if setup.verify else ""
+            service = ""
+            if setup.elision:
+                self.port = free_port()
+                service = f'Elision_Port = {self.port}; Elision_Token = "{TOKEN}"; Elision_Clients = "127.0.0.1";'
+            fsal = (f'FSAL {{ Name = PPL; Pool_Path = "{self.pool}"; Stats_Interval = 0; {service} {extra} '
+                    f'FSAL {{ Name = VFS; }} }}')
+            self.g = Ganesha(os.path.join(base, "ganesha"), self.export, fsal=fsal,
+                             plugins_dir=os.path.join(build, "ganesha-fsal-ppl", "plugins"))
+        else:
+            self.g = Ganesha(os.path.join(base, "ganesha"), self.export)
+        self.mount = None
+        self._log_off = 0
+
+    def start(self):
+        self.g.start()
+        self.mount = mount_class()(paths.tool("ppl-mount"), self.g.url(), self.mnt,
+                                    options=self.mount_options, log=os.path.join(self.base, "ppl-mount.log"))
+        self.mount.start()
+
+    def stop(self):
+        if self.mount:
+            self.mount.stop()
+            self.mount = None
+        if self.g.proc:
+            self.g.stop()
+
+    def new_log_lines(self):
+        """The storage node's log lines written since the last call."""
+        try:
+            with open(self.g.log, errors="replace") as f:
+                f.seek(self._log_off)
+                text = f.read()
+        except OSError:
+            return []
+        cut = text.rfind("\n") + 1      # keep a partial last line for next time
+        self._log_off += len(text[:cut].encode(errors="replace"))
+        return text[:cut].splitlines()
+
+    def live(self):
+        """The storage node's figures (ppl-inspect live POOL stats), or None."""
+        if not self.pool or not self.g.proc:
+            return None
+        try:
+            r = subprocess.run([paths.tool("ppl-inspect"), "live", self.pool, "stats", "--json"],
+                               capture_output=True, text=True, timeout=10)
+        except subprocess.TimeoutExpired:
+            return None
+        if r.returncode != 0:
+            return None
+        try:
+            return json.loads(r.stdout)
+        except ValueError:
+            return None
+
+
+def catcher_env(setup, stats_dir, datadir_root, elision_port=None):
+    env = {"LD_PRELOAD": os.path.join(paths.build_dir(), "libcatcher", "libcatcher.so"),
+           "LIBCATCHER_MODE": setup.catcher, "LIBCATCHER_DATADIR": datadir_root,
+           "LIBCATCHER_STATS_FILE": os.path.join(stats_dir, "catcher.%p.json"),
+           "LIBCATCHER_TIMEOUT_MS": "2000"}
+    if elision_port:
+        env["LIBCATCHER_SERVER"] = f"127.0.0.1:{elision_port}"
+        env["LIBCATCHER_TOKEN"] = TOKEN
+    return env
+
+
+def _catcher_handler_installed(pid):
+    """libcatcher installs its SIGUSR2 handler only where the disposition is
+    the default; never signal a process that would die of it."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) & (1 << (signal.SIGUSR2 - 1)))
+    except OSError:
+        pass
+    return False
+
+
+def _is_our_mariadbd(pid, vardir):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().split(b"\0")
+    except OSError:
+        return False
+    return bool(cmd) and os.path.basename(cmd[0]).startswith((b"mariadbd", b"mysqld")) and \
+        any(vardir.encode() in a for a in cmd)
+
+
+def _server_pids(vardir):
+    pids = []
+    run = os.path.join(vardir, "run")
+    try:
+        names = os.listdir(run)
+    except OSError:
+        return pids
+    for n in names:
+        if not n.endswith(".pid"):
+            continue
+        try:
+            with open(os.path.join(run, n)) as f:
+                pid = int(f.read().strip())
+        except (OSError, ValueError):
+            continue
+        if _is_our_mariadbd(pid, vardir):
+            pids.append(pid)
+    return pids
+
+
+class CatcherCounters:
+    """libcatcher's counters over every mariadbd of the run: each writes
+    catcher.PID.json at exit and on SIGUSR2."""
+
+    def __init__(self, stats_dir, vardir):
+        self.dir = stats_dir
+        self.vardir = vardir
+
+    def refresh(self, timeout=3.0):
+        for pid in _server_pids(self.vardir):
+            if not _catcher_handler_installed(pid):
+                continue
+            path = os.path.join(self.dir, f"catcher.{pid}.json")
+            before = os.stat(path).st_mtime_ns if os.path.exists(path) else None
+            try:
+                os.kill(pid, signal.SIGUSR2)
+            except OSError:
+                continue
+            deadline = time.time() + timeout
+            while time.time() < deadline:
+                if os.path.exists(path) and os.stat(path).st_mtime_ns != before:
+                    break
+                time.sleep(0.02)
+
+    def total(self):
+        tot = {"elided": 0, "pages": 0, "writes": 0, "servers": 0}
+        try:
+            names = os.listdir(self.dir)
+        except OSError:
+            return tot
+        for n in names:
+            if not (n.startswith("catcher.") and n.endswith(".json")):
+                continue
+            try:
+                with open(os.path.join(self.dir, n)) as f:
+                    s = json.load(f)
+            except (OSError, ValueError):
+                continue
+            t = s.get("total") or {}
+            tot["servers"] += 1
+            for k in ("elided", "pages", "writes"):
+                tot[k] += int(t.get(k, 0))
+        return tot
+
+
+def mtr_command(vardir, tmpdir, tests, suite=None, env=None, testcase_timeout=5, extra=()):
+    cmd = [MTR, f"--vardir={vardir}", f"--tmpdir={tmpdir}", f"--port-base={port_base()}", "--parallel=1",
+           "--force", "--max-test-fail=0", "--retry=1", f"--testcase-timeout={testcase_timeout}"]
+    for k, v in (env or {}).items():
+        cmd.append(f"--mysqld-env={k}={v}")
+    if suite:
+        cmd.append(f"--suite={suite}")
+    cmd += list(extra)
+    cmd += list(tests)
+    return cmd
+
+
+def _stop_mtr(proc, vardir):
+    """mtr by pid: SIGINT (it stops its servers), then SIGKILL; then any
+    server it left, by the pid in its own pid file."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    for pid in _server_pids(vardir):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def run(setup, tests, workdir, suite=None, timeout=3600, testcase_timeout=5, progress=None, extra=(),
+        on_test=None, stop=None):
+    """Run mtr on `tests` (names as mtr takes them) or a whole `suite` in
+    `setup` (a Setup or its key), under `workdir` (created; local disk).
+    Returns a RunResult (also saved as workdir/result.json, after every
+    test). `progress(line)` gets one line per test, `on_test(result)` is
+    called after each test; `stop`, a threading.Event, ends the run early
+    (mtr stopped by pid, what finished is kept)."""
+    if isinstance(setup, str):
+        setup = SETUPS[setup]
+    workdir = os.path.abspath(workdir)
+    os.makedirs(workdir, exist_ok=True)
+    tmpdir = os.path.join(workdir, "tmp")
+    stats_dir = os.path.join(workdir, "catcher")
+    os.makedirs(stats_dir, exist_ok=True)
+    node = None
+    if setup.storage:
+        node = StorageNode(os.path.join(workdir, "storage"), setup)
+        vardir = os.path.join(node.mnt, "var")
+    else:
+        vardir = os.path.join(workdir, "var")
+    env = None
+    if setup.catcher:
+        # the vardir exists (mtr creates it) before any server starts;
+        # libcatcher canonicalizes it then
+        env = catcher_env(setup, stats_dir, os.path.realpath(vardir) if not node else
+                          os.path.join(os.path.realpath(node.mnt), "var"), node.port if node else None)
+    cmd = mtr_command(vardir, tmpdir, tests, suite=suite, env=env, testcase_timeout=testcase_timeout,
+                      extra=extra)
+    result = RunResult(setup, cmd, time.time(), workdir=workdir)
+    counters = CatcherCounters(stats_dir, vardir) if setup.catcher else None
+    out_path = os.path.join(workdir, "mtr.out")
+    t0 = time.time()
+    proc = None
+    try:
+        if node:
+            node.start()
+            node.new_log_lines()    # start-up lines are not any test's
+        with open(out_path, "w") as out:
+            proc = subprocess.Popen(cmd, cwd=MTR_DIR, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1)
+            killer = threading.Timer(timeout, lambda: _timeout(proc, vardir, result))
+            killer.start()
+            watcher = None
+            if stop is not None:
+                watcher = threading.Thread(target=_watch_stop, args=(stop, proc, vardir, result), daemon=True)
+                watcher.start()
+
+            def each(r):
+                save(r)
+                if on_test:
+                    on_test(r)
+            try:
+                _follow(proc, out, result, node, counters, progress, each)
+            finally:
+                killer.cancel()
+            proc.wait()
+            result.mtr_rc = proc.returncode
+    finally:
+        if proc is not None:
+            _stop_mtr(proc, vardir)
+        if node:
+            result.storage_summary = node.live()
+            node.stop()
+            lines = node.new_log_lines()
+            _attribute_outside(result, lines)
+            for line in lines:
+                if "PPL: stats at unexport" in line:
+                    result.stats_line = line.strip()
+        if counters:
+            result.catcher_total = counters.total()
+        result.seconds = time.time() - t0
+    try:
+        with open(out_path, errors="replace") as f:
+            result.mtr_tail = "".join(f.readlines()[-15:])
+    except OSError:
+        pass
+    save(result)
+    return result
+
+
+def save(result):
+    path = os.path.join(result.workdir, "result.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(result.to_json(), f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
+def load(workdir):
+    with open(os.path.join(workdir, "result.json")) as f:
+        return RunResult.from_json(json.load(f))
+
+
+def _watch_stop(stop, proc, vardir, result):
+    while proc.poll() is None:
+        if stop.wait(1):
+            if proc.poll() is None:
+                result.aborted = "stopped by the user"
+                _stop_mtr(proc, vardir)
+            return
+
+
+def _timeout(proc, vardir, result):
+    result.aborted = "the harness's timeout ran out; mtr stopped"
+    _stop_mtr(proc, vardir)
+
+
+def _failures(lines):
+    return [line.strip() for line in lines if any(w in line for w in STORAGE_FAILURES)]
+
+
+def _attribute_outside(result, lines):
+    bad = _failures(lines)
+    if bad:
+        result.outside.extend(bad[:50])
+
+
+def _follow(proc, out, result, node, counters, progress, each):
+    current = None
+    prev_elided = counters.total()["elided"] if counters else 0
+    prev_verified = None
+    if node:
+        live = node.live()
+        prev_verified = ((live or {}).get("verify") or {}).get("identical")
+    for line in proc.stdout:
+        out.write(line)
+        out.flush()
+        m = RESULT.match(line.rstrip("\n"))
+        if not m:
+            if current is not None and current.status in ("fail", "retry-fail") and len(current.detail) < 80:
+                s = line.rstrip("\n")
+                if s.strip():
+                    current.detail.append(s)
+            continue
+        name, status, rest = m.group("name"), m.group("status"), m.group("rest").strip()
+        t = TestResult(name=name, status=status)
+        if status in ("pass", "retry-pass") and rest.split()[:1] and rest.split()[0].isdigit():
+            t.ms = int(rest.split()[0])
+        else:
+            t.comment = rest
+        if node:
+            lines = node.new_log_lines()
+            bad = _failures(lines)
+            t.storage_failures = bad[:30]
+            t.divergences = sum(1 for x in lines if "divergence" in x)
+            live = node.live()
+            v = ((live or {}).get("verify") or {}).get("identical")
+            if v is not None and prev_verified is not None:
+                t.verified = v - prev_verified
+            prev_verified = v if v is not None else prev_verified
+        if counters:
+            counters.refresh()
+            e = counters.total()["elided"]
+            t.elided = e - prev_elided
+            prev_elided = e
+        if name in result.tests:        # a retry: keep the last verdict
+            name = f"{name} (again)"
+            t.name = name
+        if current is not None:
+            if progress:
+                progress(format_progress(result, current))
+            each(result)
+        result.tests[name] = t
+        current = t
+    # a failure's detail follows its result line: its progress line waits for it
+    if current is not None:
+        if progress:
+            progress(format_progress(result, current))
+        each(result)
+
+
+def format_progress(result, t):
+    n = list(result.tests).index(t.name) + 1
+    extra = []
+    if t.storage_failures:
+        extra.append(f"{len(t.storage_failures)} storage failure line(s)")
+    if t.divergences:
+        extra.append(f"{t.divergences} divergence(s)")
+    if t.elided:
+        extra.append(f"{t.elided} elided")
+    if t.verified:
+        extra.append(f"{t.verified} verified")
+    why = f"  {t.reason()}" if t.status not in ("pass",) else ""
+    return (f"[{result.setup.key}] {n:4d} {time.time() - result.started:6.0f}s {t.name:50s} {t.status:8s}"
+            f"{(' (' + ', '.join(extra) + ')') if extra else ''}{why}")
+
+
+def verdict_ok(t):
+    """A test result that counts as passing over the stack."""
+    return t.status in ("pass", "skipped", "disabled") and not t.storage_failures and not t.divergences

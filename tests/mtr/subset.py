@@ -1,0 +1,100 @@
+"""The CI subset of MariaDB's `innodb` and `innodb_zip` mtr suites.
+
+Names are as mtr takes them: suite.test[,combination...]. A test with
+combinations runs only in the one named here (mtr would otherwise run every
+combination: page sizes, checksum algorithms, row formats). Every test here
+passes on a local datadir with Debian's release build as root (tests that
+need a debug build, and `innodb.restart`, which skips as root, are not
+chosen). Local times are from set-up a on this project's 2-core machines.
+"""
+import re
+
+# (test, what it covers)
+CHOSEN = [
+    # DDL and instant ALTER
+    ("innodb.instant_alter,16k", "instant ADD/DROP/reorder columns, rollback, many row formats"),
+    ("innodb.instant_alter_bugs", "instant ALTER regressions"),
+    ("innodb.instant_drop", "instant DROP COLUMN"),
+    ("innodb.instant_alter_charset,dynamic", "instant charset changes"),
+    ("innodb.innodb-alter", "ALTER TABLE in place and copy"),
+    ("innodb.alter_table", "ALTER TABLE regressions, DISCARD + ALTER"),
+    ("innodb.alter_algorithm,COPY", "ALGORITHM=COPY (#sql intermediate tables)"),
+    ("innodb.rename_table", "RENAME TABLE, with a restart"),
+    ("innodb.truncate", "TRUNCATE TABLE"),
+    # IMPORT/EXPORT
+    ("innodb.innodb-wl5522,strict_full_crc32", "FLUSH FOR EXPORT, DISCARD, IMPORT TABLESPACE"),
+    ("innodb.innodb-wl5522-1", "IMPORT TABLESPACE across schemas and row formats"),
+    ("innodb.full_crc32_import", "IMPORT of full_crc32 tablespaces"),
+    ("innodb.import_cfg", "IMPORT with and without .cfg"),
+    ("innodb.instant_alter_import,strict_full_crc32", "IMPORT into instantly altered tables"),
+    ("innodb_zip.wl5522_zip,16k", "IMPORT of ROW_FORMAT=COMPRESSED tables"),
+    # temporary tables
+    ("innodb.temp_table", "CREATE TEMPORARY TABLE"),
+    ("innodb.temporary_table,16k", "temporary tablespace, with restarts"),
+    ("innodb.temp_table_savepoint,dynamic", "temporary tables and savepoints"),
+    ("innodb.temporary_table_optimization", "temporary table DML"),
+    # BLOBs
+    ("innodb_zip.blob,16k", "BLOBs in compressed tables"),
+    ("innodb.blob_cmp_empty,dynamic", "empty BLOB comparisons"),
+    ("innodb.innodb-enlarge-blob", "BLOBs enlarged across pages"),
+    ("innodb.blob-crash,16k", "BLOB writes with a server killed"),
+    # undo tablespaces, truncation, purge
+    ("innodb.undo_truncate,16k", "innodb_undo_log_truncate with undo tablespaces"),
+    ("innodb.undo_upgrade,16k", "innodb_undo_tablespaces changed across restarts"),
+    ("innodb.undo_log", "undo log records"),
+    ("innodb.purge", "purge"),
+    ("innodb.purge_secondary", "purge of secondary indexes"),
+    ("innodb.instant_alter_purge,release", "purge after instant ALTER"),
+    # page sizes 4K..64K
+    ("innodb.innodb-64k", "64 KiB pages"),
+    ("innodb.innodb-64k-crash,dynamic", "64 KiB pages, server killed"),
+    ("innodb.innodb-32k", "32 KiB pages"),
+    ("innodb.innodb-32k-crash", "32 KiB pages, server killed"),
+    ("innodb_zip.index_large_prefix_4k", "4 KiB pages"),
+    ("innodb_zip.index_large_prefix_8k", "8 KiB pages"),
+    # foreign keys
+    ("innodb.foreign_key,normal", "foreign keys, with a restart"),
+    ("innodb.innodb-fk", "foreign keys"),
+    ("innodb.fk_col_alter", "ALTER of foreign key columns"),
+    # row formats
+    ("innodb.row_format_redundant", "ROW_FORMAT=REDUNDANT system tablespace, restarts"),
+    ("innodb.default_row_format_create,dynamic", "innodb_default_row_format"),
+    ("innodb.table_flags,16k,strict_full_crc32", "table flags of every row format, restarts"),
+    # ROW_FORMAT=COMPRESSED and page_compressed
+    ("innodb_zip.innodb-zip,16k", "ROW_FORMAT=COMPRESSED"),
+    ("innodb_zip.cmp_drop_table,16k", "dropping compressed tables"),
+    ("innodb_zip.create_options,16k", "KEY_BLOCK_SIZE and ROW_FORMAT options"),
+    ("innodb.innodb_page_compressed,zlib", "PAGE_COMPRESSED=1"),
+    ("innodb.innodb-page_compression_none,strict_full_crc32", "page compression none"),
+    # the server killed and restarted
+    ("innodb.alter_kill,strict_full_crc32", "server killed, corrupted page handling"),
+    ("innodb.innodb_force_recovery", "innodb_force_recovery restarts"),
+    ("innodb.log_file_size,16k,release", "crash recovery with log file size changes"),
+    ("innodb_zip.recover,16k", "crash recovery of compressed tables"),
+    ("innodb.doublewrite,16k,strict_full_crc32", "doublewrite buffer recovery after a kill"),
+    ("innodb.read_only_recovery", "recovery in read-only mode"),
+    ("innodb.recovery_shutdown", "shutdown during recovery"),
+    ("innodb.xa_recovery", "XA PREPARE across a kill"),
+]
+
+CI = [name for name, _ in CHOSEN]
+
+
+def split(name):
+    """("suite.test", {combinations}) from "suite.test,c1,c2" (as given to
+    mtr) or "suite.test 'c1,c2'" (as mtr reports it)."""
+    m = re.match(r"^(\S+?) '([^']*)'$", name)
+    if m:
+        return m.group(1), set(m.group(2).split(","))
+    base, *combos = name.split(",")
+    return base, set(combos)
+
+
+def find(run, name):
+    """The result in run (a runner.RunResult) of the test named as in CI."""
+    base, combos = split(name)
+    for n, t in run.tests.items():
+        b, c = split(n.replace(" (again)", ""))
+        if b == base and combos <= c:
+            return t
+    return None

@@ -1,0 +1,91 @@
+"""MariaDB's own InnoDB tests (mysql-test-run, Debian's mariadb-test) over
+the stack: the CI subset (tests/mtr/subset.py) in set-up a (local datadir,
+the baseline), c (FSAL_PPL, Verify = true, libcatcher passthrough) and d
+(FSAL_PPL eliding, Verify = true, libcatcher eliding); b and e run only in
+scripts/mtr-stack.py (the suite's time budget, tests/mtr/README.md).
+
+One mtr run per set-up (cached for the session); one pytest item per set-up
+and mtr test: in a, the test must pass (the subset holds tests that pass
+locally); in c and d it must pass too, and the storage node must have
+logged no failure line (lib.stack.STORAGE_FAILURES) and no divergence while
+it ran. test_mtr_setup checks each run as a whole: mtr finished, the
+storage node verified pages (c, d) and libcatcher elided some (d), and no
+failure line was logged outside a test.
+"""
+import os
+
+import pytest
+
+from lib import paths
+from lib.stack import require_stack
+from mtr import runner, subset
+
+CI_SETUPS = ("a", "c", "d")
+# seconds per set-up before the harness stops mtr (a hung storage node or
+# mount must not eat the suite's budget); mtr's own per-test limit in minutes
+RUN_TIMEOUT = 900
+TESTCASE_TIMEOUT = 4
+
+
+def _needs_mtr():
+    if not os.path.exists(runner.MTR):
+        pytest.fail(f"{runner.MTR} missing: install Debian's mariadb-test (scripts/setup.sh)")
+
+
+@pytest.fixture(scope="session")
+def mtr_run(tmp_path_factory):
+    cache = {}
+
+    def get(key):
+        if key not in cache:
+            _needs_mtr()
+            if runner.SETUPS[key].storage:
+                require_stack()
+            paths.build_dir()
+            cache[key] = runner.run(key, subset.CI, str(tmp_path_factory.mktemp(f"mtr-{key}")),
+                                    timeout=RUN_TIMEOUT, testcase_timeout=TESTCASE_TIMEOUT)
+        return cache[key]
+    return get
+
+
+def _describe(t):
+    lines = [f"{t.name}: {t.status} ({t.reason()})" if t.status != "pass" else f"{t.name}: pass"]
+    if t.storage_failures:
+        lines.append(f"storage node logged {len(t.storage_failures)} failure line(s) while it ran:")
+        lines += ["  " + x[-400:] for x in t.storage_failures[:5]]
+    if t.divergences:
+        lines.append(f"storage node logged {t.divergences} divergence(s)")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("setup,test", [(s, t) for s in CI_SETUPS for t in subset.CI],
+                         ids=[f"{s}-{t}" for s in CI_SETUPS for t in subset.CI])
+def test_mtr(setup, test, mtr_run):
+    r = mtr_run(setup)
+    t = subset.find(r, test)
+    assert t is not None, (f"mtr reported no result for {test} in set-up {setup}"
+                           + (f" ({r.aborted})" if r.aborted else "") + f"; mtr's last lines:\n{r.mtr_tail}")
+    if setup == "a":
+        assert t.status == "pass", ("the CI subset holds tests that pass on a local datadir; this one did not:\n"
+                                    + _describe(t) + "\n" + "\n".join(t.detail[:30]))
+        return
+    base = subset.find(mtr_run("a"), test)
+    assert base is not None and base.status == "pass", f"{test} did not pass on a local datadir, nothing to compare"
+    assert t.status == "pass" and not t.storage_failures and not t.divergences, (
+        f"passes on a local datadir, not in set-up {setup} ({runner.SETUPS[setup].title}):\n" + _describe(t)
+        + "\nmtr:\n" + "\n".join(t.detail[:30]))
+
+
+@pytest.mark.parametrize("setup", CI_SETUPS)
+def test_mtr_setup(setup, mtr_run):
+    r = mtr_run(setup)
+    assert r.aborted is None, f"{r.aborted}; mtr's last lines:\n{r.mtr_tail}"
+    missing = [x for x in subset.CI if subset.find(r, x) is None]
+    assert not missing, f"mtr reported no result for {missing}:\n{r.mtr_tail}"
+    if runner.SETUPS[setup].storage:
+        assert not r.outside, "storage node failure lines after the last test:\n" + "\n".join(r.outside[:5])
+    if runner.SETUPS[setup].verify:
+        v = ((r.storage_summary or {}).get("verify") or {})
+        assert v.get("identical", 0) > 0, f"the storage node verified no page write: {r.stats_line[-600:]}"
+    if runner.SETUPS[setup].catcher == "elide":
+        assert (r.catcher_total or {}).get("elided", 0) > 0, f"libcatcher elided no page write: {r.catcher_total}"
