@@ -88,10 +88,17 @@ class RefServer:
         with open(self.port_file) as f:
             self.port = int(f.read())
 
-    def stop(self):
+    def terminate(self):
+        """By pid; it writes its counters on the way out."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(30)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def results(self):
         with open(self.stats_file) as f:
             stats = dict((k, int(v)) for k, v in (line.split() for line in f))
         with open(self.log) as f:
@@ -169,9 +176,9 @@ def test_temporary_and_copy_tables(tmp_path, catcher, template, mode, setup):
         "LIBCATCHER_STATS_FILE": stats_file,
     }
     db = MariaDB(base, options=SERVER_OPTIONS + extra, env=env)
-    db.start()
-    db_pid = db.proc.pid
     try:
+        db.start()
+        db_pid = db.proc.pid
         log = open(db.errlog).read()
         if mode == "io_uring":
             assert "Using io_uring" in log, log[-2000:]
@@ -185,7 +192,9 @@ def test_temporary_and_copy_tables(tmp_path, catcher, template, mode, setup):
         checksum = db.sql("CHECKSUM TABLE d.n1")
     finally:
         db.stop()
-    server, asked = ref.stop() if ref else (None, None)
+        if ref:
+            ref.terminate()
+    server, asked = ref.results() if ref else (None, None)
     with open(stats_file) as f:
         st = json.load(f)  # written by libcatcher at mariadbd's exit
     assert st["pid"] == db_pid and st["mode"] == ("passthrough" if setup == "passthrough" else "elide"), st
