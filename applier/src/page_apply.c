@@ -41,6 +41,16 @@ enum ppl_apply_status ppl_apply_mtr_recs(const struct ppl_page_ref *pg, struct p
 	const size_t size = pg->size;
 	const uint8_t *l = recs, *const end = recs + len;
 	*modified = false;
+	if (!ppl_page_size_valid(size)) {
+		if (err) {
+			err->rec_type = len ? recs[0] & 0x70 : 0;
+			err->ext_subtype = -1;
+			err->rec_offset = 0;
+			snprintf(err->msg, sizeof err->msg, "page size %zu is not an InnoDB page size (4096..65536)",
+				 size);
+		}
+		return PPL_APPLY_UNSUPPORTED;
+	}
 
 	while (l < end) {
 		const size_t at = (size_t)(l - recs);

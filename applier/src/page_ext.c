@@ -4,6 +4,11 @@
  * page_apply_insert_redundant/_dynamic and page_apply_delete_redundant/
  * _dynamic with the directory maintenance they call (page0cur.cc).
  *
+ * The page size enters only as `size`, for every innodb_page_size up to
+ * 64 KiB: offsets are 16-bit fields, and COMPACT next-record links are
+ * 16-bit distances that InnoDB reads modulo the page size (with uint16_t
+ * sums), which is what lets a link span more than 32 KiB on 64 KiB pages.
+ *
  * Every consistency check InnoDB makes before touching the page is made
  * here too, so a record that does not fit the page is reported as corrupt
  * instead of being applied half-way; all reads and writes stay inside the
@@ -732,10 +737,9 @@ enum ppl_apply_status ppl_apply_extended(const struct ppl_page_ref *ref, const u
 					 struct ppl_apply_error *err)
 {
 	struct pg g = {ref->frame, ref->size, ref->page_no, err, ppl_rec_type_name(PPL_REC_EXTENDED, *l)};
-	if (ref->size > 16384) {
-		/* 32K/64K pages encode heap offsets differently in places. */
+	if (!ppl_page_size_valid(ref->size)) {
 		if (err)
-			snprintf(err->msg, sizeof err->msg, "EXTENDED records on %zu-byte pages are not supported",
+			snprintf(err->msg, sizeof err->msg, "page size %zu is not an InnoDB page size (4096..65536)",
 				 ref->size);
 		return PPL_APPLY_UNSUPPORTED;
 	}

@@ -19,6 +19,8 @@ CONFIGS = [
     pytest.param(16384, 0, id="16k"),
     pytest.param(4096, 0, id="4k"),
     pytest.param(16384, 2, id="16k-undo2"),
+    pytest.param(32768, 0, id="32k"),
+    pytest.param(65536, 0, id="64k"),
 ]
 
 

@@ -69,6 +69,14 @@ void ppl_page_stamp(uint8_t *page, size_t size, uint64_t lsn);
 /* Short name of a page type for diagnostics ("INDEX", "UNDO_LOG", ...). */
 const char *ppl_page_type_name(uint16_t type);
 
+/* innodb_page_size takes these values only (4K..64K). Record offsets and
+ * next-record links are 16-bit and relative links are taken modulo the
+ * page size, so any other size would be misread rather than applied. */
+static inline bool ppl_page_size_valid(size_t size)
+{
+	return size >= 4096 && size <= 65536 && !(size & (size - 1));
+}
+
 /* Tablespace flags (fsp0types.h): full_crc32 format and the page size. */
 #define PPL_FSP_FLAGS_FCRC32_MASK_MARKER (1u << 4)
 /* Page size in bytes from FSP_SPACE_FLAGS, 0 if the flags are not a

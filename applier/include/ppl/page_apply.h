@@ -30,7 +30,8 @@ struct ppl_apply_error {
 /* The page a chunk of records is applied to. */
 struct ppl_page_ref {
 	uint8_t *frame;
-	size_t size;          /* physical page size: 4096, 8192, 16384 (also 32K/64K) */
+	size_t size;          /* physical page size: 4096..65536, a power of two; others are
+	                       * PPL_APPLY_UNSUPPORTED */
 	uint32_t space_id;
 	uint32_t page_no;
 };
