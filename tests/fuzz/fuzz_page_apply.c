@@ -1,9 +1,9 @@
 /* libFuzzer target: arbitrary records applied to realistic pages. The first
  * input byte picks a page (zeroed, a fresh COMPACT/DYNAMIC index page, a
- * fresh REDUNDANT index page, a fresh undo page) and a page size; the rest
- * is either a run of records for that page (with its page id in front) or
- * one EXTENDED record body. Whatever the bytes, apply must stay inside the
- * page and return a status. */
+ * fresh REDUNDANT index page, a fresh undo page) and a page size (4K to
+ * 64K); the rest is either a run of records for that page (with its page
+ * id in front) or one EXTENDED record body. Whatever the bytes, apply must
+ * stay inside the page and return a status. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,8 +13,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 2)
 		return 0;
-	static const size_t sizes[3] = {4096, 8192, 16384};
-	size_t ps = sizes[(data[0] >> 2) % 3];
+	static const size_t sizes[5] = {4096, 8192, 16384, 32768, 65536};
+	size_t ps = sizes[(data[0] >> 2) % 5];
 	uint8_t *page = aligned_alloc(4096, ps);
 	memset(page, 0, ps);
 	struct ppl_page_ref pg = {page, ps, 7, 3 + (data[0] >> 5)};
