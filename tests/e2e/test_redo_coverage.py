@@ -261,7 +261,7 @@ def test_import_tablespace(tmp_path, catcher_mode, rows):
 @pytest.mark.parametrize("catcher_mode", MODES)
 def test_large_pages(tmp_path, catcher_mode, page_size):
     require_stack()
-    # 64 KiB pages: InnoDB refuses a buffer pool under 24 MiB
+    # "innodb_page_size=65536 requires innodb_buffer_pool_size >= 21 MiB" (MariaDB 10.11)
     s = make_stack(tmp_path, catcher_mode, options=["--innodb-buffer-pool-size=24M"], page_size=page_size)
     db = s.db
     try:
