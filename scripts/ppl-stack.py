@@ -181,7 +181,7 @@ def main():
     ap.add_argument("--catcher", default="elide", choices=("elide", "passthrough", "off"),
                     help="libcatcher mode (default elide)")
     ap.add_argument("--buffer-pool-mb", type=int, default=128)
-    ap.add_argument("--page-size", type=int, default=16384, choices=(4096, 8192, 16384))
+    ap.add_argument("--page-size", type=int, default=16384, choices=(4096, 8192, 16384, 32768, 65536))
     ap.add_argument("--pool-mb", type=int, default=256, help="pmem pool size (default 256)")
     ap.add_argument("--pmem", help="directory for the pool: a DAX mount, or tmpfs (default /dev/shm)")
     ap.add_argument("--stats-interval", type=int, default=60, help="seconds between PPL stats lines (default 60)")

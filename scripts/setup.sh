@@ -22,6 +22,8 @@ PKGS=(
   libnfs-dev libnfs-utils libfuse3-dev fuse3 fio
   # the database, its oracle, the load
   mariadb-server mariadb-client mariadb-backup sysbench
+  # MariaDB's own test suite (mysql-test-run and the innodb suite), tests/mtr
+  mariadb-test
   # tests
   python3 python3-pytest iproute2 procps psmisc
   # the storage node under memcheck (tests/lib/memcheck.py)

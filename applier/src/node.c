@@ -710,10 +710,12 @@ void ppl_node_for_each_user(struct ppl_node *n, void (*fn)(void *arg, uint32_t s
 	free(pages);
 }
 
-void ppl_node_page_written(struct ppl_node *n, const uint8_t *image)
+void ppl_node_page_written(struct ppl_node *n, const uint8_t *image, uint64_t superseded)
 {
 	uint32_t space = ppl_page_space(image), page_no = ppl_page_no(image);
 	uint64_t lsn = ppl_page_lsn(image);
+	if (superseded > lsn)
+		lsn = superseded;
 	pthread_rwlock_wrlock(&n->lock);
 	struct npage *p = find(n, key_of(space, page_no));
 	if (p) {

@@ -129,7 +129,7 @@ int ppl_pool_create(const char *path, const struct ppl_pool_geometry *g, char *e
 	sb.block_size = g->block_size ? g->block_size : 64;
 	sb.max_per_page = g->max_per_page ? g->max_per_page : 256;
 	sb.dw_slots = g->dw_slots ? g->dw_slots : 32;
-	sb.dw_page_size = g->dw_page_size ? g->dw_page_size : 16384;
+	sb.dw_page_size = g->dw_page_size ? g->dw_page_size : 65536;
 	if (g->identity == NULL || g->identity[0] == '\0')
 		return fail(err, errlen, "a pool needs an identity (the datadir it belongs to)");
 	if (strlen(g->identity) > PPL_POOL_IDENTITY_MAX)

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <urcu-bp.h>
 
 #include "ppl/datadir.h"
 #include "ppl/elision_server.h"
@@ -48,8 +49,6 @@ struct ppl_engine {
 	struct ppl_datadir *dd;        /* pages by space id, for reads that cover part of a page */
 	size_t cache_bytes;            /* Page_Cache_Size; the cache is made once the page size is known */
 	struct ppl_page_cache *cache;
-	struct ppl_node *retired[16];  /* replaced nodes, freed at the end: readers may hold them */
-	unsigned nretired;
 
 	pthread_mutex_t map_lock;
 	struct space_slot map[SPACE_MAP_SIZE];
@@ -104,6 +103,20 @@ struct ppl_engine {
 	uint64_t restart_ns, last_log_write_ns; /* atomic */
 	uint64_t held_waits, held_timeouts;
 	bool verify;                   /* Verify = true: page writes compared with rebuilds */
+	/* From a restart until MariaDB's first checkpoint after it, a client
+	 * may send again page writes it made before the restart (ppl-mount
+	 * replays its unstable writes when the write verifier changes): an
+	 * older page than the one in the file, or than records parsed since,
+	 * is then no news (keep_newer_pages). Outside this window a page
+	 * write is MariaDB's page as of now (see ppl_engine_write). */
+	bool replay_window;
+	/* A log written from its first byte is a log being copied in, not
+	 * MariaDB's log writer (see ppl_engine_log_write): ingest waits
+	 * while the copy goes on, sequentially up from copy_end. */
+	bool copying;
+	uint64_t copy_end;
+	uint64_t superseded_writes, spaces_dropped, logs_copied_in;
+	uint32_t dw_page_size;         /* the largest page the pool's doublewrite slots hold */
 	uint64_t verify_same, verify_diverged, verify_skipped;
 };
 
@@ -123,11 +136,22 @@ static uint64_t now_ns(void)
 }
 
 static int checkpoint_gate(struct ppl_engine *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len);
+static int gate(struct ppl_engine *e, struct ppl_node *n, uint64_t ckpt, uint64_t end);
 static void on_file(void *arg, const struct ppl_node_file_event *ev);
 static bool elided_put(struct ppl_engine *e, uint64_t key, bool add);
 static void materialize_elided(struct ppl_engine *e, struct ppl_node *n);
 static void stop_workers(struct ppl_engine *e);
+static bool file_space(struct ppl_engine *e, uint64_t fileid, uint32_t *space);
+static void drop_space(struct ppl_engine *e, uint32_t space, const char *why);
+static bool elided_has(struct ppl_engine *e, uint64_t key);
+static bool served_rebuilt(struct ppl_engine *e, uint32_t space, uint32_t page_no);
+static bool held_has(struct ppl_engine *e, uint64_t key);
+static void detach(struct ppl_engine *e, const char *why);
 
+/* The published node. Outside log_lock, only inside an RCU read-side
+ * section (urcu-bp: every thread registers itself): a node replaced
+ * (detach) is freed only after every such section that could have seen
+ * it has ended. */
 static struct ppl_node *node_of(struct ppl_engine *e)
 {
 	return __atomic_load_n(&e->node, __ATOMIC_ACQUIRE);
@@ -190,8 +214,6 @@ void ppl_engine_free(struct ppl_engine *e)
 	ppl_node_free(e->building);
 	ppl_datadir_close(e->dd);
 	ppl_page_cache_free(e->cache);
-	for (unsigned i = 0; i < e->nretired; i++)
-		ppl_node_free(e->retired[i]);
 	pthread_mutex_destroy(&e->log_lock);
 	pthread_mutex_destroy(&e->order_lock);
 	pthread_mutex_destroy(&e->map_lock);
@@ -243,6 +265,14 @@ static struct space_slot *map_find(struct ppl_engine *e, uint64_t fileid)
 
 void ppl_engine_file_gone(struct ppl_engine *e, uint64_t fileid)
 {
+	/* I7: what the log said about a file that is gone describes nothing
+	 * any more. A space id can come back with another file (undo
+	 * tablespaces re-created, IMPORT into a table whose file was
+	 * discarded): its old records must never reach that file, and an
+	 * elided page of a removed file has no file to be materialized into. */
+	uint32_t space;
+	if (file_space(e, fileid, &space))
+		drop_space(e, space, "its file was removed");
 	pthread_mutex_lock(&e->map_lock);
 	struct space_slot *s = map_find(e, fileid);
 	if (s)
@@ -261,6 +291,12 @@ static bool map_get(struct ppl_engine *e, uint64_t fileid, uint32_t *space)
 		*space = s->space;
 	pthread_mutex_unlock(&e->map_lock);
 	return found;
+}
+
+/* The space a file holds, by what its pages or the log said. */
+static bool file_space(struct ppl_engine *e, uint64_t fileid, uint32_t *space)
+{
+	return map_get(e, fileid, space) || (e->dd && ppl_datadir_space_of(e->dd, fileid, space) == 0);
 }
 
 /* ---- redo ingest ---------------------------------------------------------- */
@@ -348,6 +384,13 @@ static int make_node(struct ppl_engine *e, bool from_file)
 	struct ppl_node *n = ppl_node_new(&c);
 	if (n == NULL)
 		return -1;
+	if (e->page_size && e->page_size != ps) {
+		/* a datadir of another page size in place of the old one */
+		LogEvent(COMPONENT_FSAL, "PPL: %s: the datadir's page size is now %zu B (was %zu B)", e->datadir, ps,
+			 e->page_size);
+		ppl_page_cache_free(e->cache);
+		e->cache = NULL;
+	}
 	e->page_size = ps;
 	e->building = n;
 	if (e->cache == NULL && e->cache_bytes >= ps && (e->cache = ppl_page_cache_new(e->cache_bytes, ps)) == NULL)
@@ -504,6 +547,9 @@ static int note_held(struct ppl_engine *e, uint64_t at, uint64_t off, uint64_t l
 	if (n != NULL && hdr != NULL && read_file(e->datadir, "ib_logfile0", hdr, area, 0, NULL) == 0 &&
 	    ppl_node_log_open(n, size) == 0 && ppl_node_log_write(n, 0, hdr, area) == 0 &&
 	    ppl_node_log_start(n, at) == 0 && feed_circle(e, n, off, len, size, area, false) == 0) {
+		/* the scratch reader, too, keeps the end of what it was fed
+		 * back as not final: every page those bytes touch is listed */
+		ppl_node_log_finish(n);
 		ppl_node_for_each_page(n, held_add, &w);
 		rc = w.incomplete ? -1 : 0;
 	}
@@ -789,6 +835,8 @@ void ppl_engine_start_from_disk(struct ppl_engine *e)
 	pthread_mutex_lock(&e->log_lock);
 	if (!e->started && !e->stopped && e->building == NULL && locate_datadir(e, 0) && make_node(e, true) == 0) {
 		start_ingest(e, TO_END);
+		if (e->started)
+			__atomic_store_n(&e->replay_window, true, __ATOMIC_RELEASE);
 		if (!e->started && e->building != NULL) {
 			/* not a usable log yet: the first log write tries again */
 			ppl_node_free(e->building);
@@ -798,10 +846,56 @@ void ppl_engine_start_from_disk(struct ppl_engine *e)
 	pthread_mutex_unlock(&e->log_lock);
 }
 
+/* How far behind a copy's furthest write a write may land and still be
+ * the copy's (a client sends the pieces of a large write at once, and
+ * they may arrive out of order). */
+#define COPY_REORDER (4u << 20)
+
+/* Whether a write is MariaDB's checkpoint block: a lone block at 4096 or
+ * 8192, never part of a copy's sequential writes. */
+static bool is_checkpoint_block(uint64_t off, size_t len)
+{
+	return (off == 4096 || off == 8192) && len <= 4096;
+}
+
 int ppl_engine_log_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
 			 size_t len)
 {
+	/* MariaDB's log writer never writes the header of ib_logfile0 (a
+	 * new log is written as ib_logfile101 and renamed): a write from
+	 * the first byte is a log being copied in (a migration, a restore,
+	 * mysql-test-run's datadirs). Its bytes are not MariaDB's log
+	 * writes, and parsing them as they arrive would stop ingest at the
+	 * first byte past the copied log's end. Ingest waits while the copy
+	 * goes on and starts from the log's checkpoint at MariaDB's first
+	 * write of it: a checkpoint block, or a write well behind the copy. */
+	if (off == 0 && len > 0) {
+		pthread_mutex_lock(&e->log_lock);
+		bool was = e->copying;
+		pthread_mutex_unlock(&e->log_lock);
+		if (!was)
+			detach(e, "ib_logfile0 is being written from its first byte: a log copied in (MariaDB "
+				  "writes a new log as ib_logfile101), not MariaDB's log writes; ingest waits "
+				  "until the copy is done");
+		pthread_mutex_lock(&e->log_lock);
+		if (!e->copying)
+			e->logs_copied_in++;
+		e->copying = true;
+		e->copy_end = off + len > e->copy_end || !was ? off + len : e->copy_end;
+		pthread_mutex_unlock(&e->log_lock);
+		return 0;
+	}
 	pthread_mutex_lock(&e->log_lock);
+	if (e->copying) {
+		if (!is_checkpoint_block(off, len) && off + len + COPY_REORDER > e->copy_end) {
+			if (off + len > e->copy_end)
+				e->copy_end = off + len;
+			goto out;
+		}
+		e->copying = false;
+		LogEvent(COMPONENT_FSAL, "PPL: %s: the log copied in is now written by MariaDB (%zu B at offset %" PRIu64
+			 ")", e->datadir, len, off);
+	}
 	if (e->stopped)
 		goto out;
 	if (!e->started && e->building == NULL)
@@ -830,39 +924,59 @@ out:
 	return 0;
 }
 
-void ppl_engine_log_replaced(struct ppl_engine *e)
+/* The log as ingest knew it is gone: replaced by MariaDB (ib_logfile101
+ * renamed over it: a log resize or re-creation), removed (a datadir
+ * removed), or being written from its first byte by something else (a
+ * datadir copied in). Pages kept in the pool have records before the
+ * new log's checkpoint that only the old index holds in memory: they go
+ * to their data files (those a copy replaced have had their records
+ * dropped already, I7), then the index is dropped and ingest starts over
+ * at the next log write. */
+static void detach(struct ppl_engine *e, const char *why)
 {
-	/* The new log starts after a checkpoint, but pages kept in the pool
-	 * have records before it that only the old index holds in memory:
-	 * they go to their data files before the index is replaced. */
+	rcu_read_lock();
 	struct ppl_node *old = node_of(e);
 	if (old && e->pool)
 		materialize_elided(e, old);
+	rcu_read_unlock();
 	pthread_mutex_lock(&e->log_lock);
 	ppl_node_free(e->building);
 	e->building = NULL;
-	if (e->node) {
-		/* Readers may be inside the old node; it is freed with the
-		 * engine. MariaDB re-creates the log only after a checkpoint
-		 * that left every page in its data file. */
-		if (e->nretired < 16) {
-			e->retired[e->nretired++] = e->node;
-		} else {
-			LogWarn(COMPONENT_FSAL, "PPL: %s: the log was replaced more than 16 times; keeping the "
-				"old index", e->datadir);
-			pthread_mutex_unlock(&e->log_lock);
-			return;
-		}
-		__atomic_store_n(&e->node, NULL, __ATOMIC_RELEASE);
-	}
+	struct ppl_node *gone = e->node;
+	__atomic_store_n(&e->node, NULL, __ATOMIC_RELEASE);
+	bool was = e->started || e->stopped || gone;
 	e->started = false;
 	e->stopped = false;
 	e->waiting_logged = false;
 	e->start_attempts = 0;
 	e->suspect_upto = 0;
-	LogEvent(COMPONENT_FSAL, "PPL: %s: ib_logfile0 was replaced (log resize); ingest restarts at its "
-		 "checkpoint", e->datadir);
+	__atomic_store_n(&e->held, false, __ATOMIC_RELEASE);
+	if (was)
+		LogEvent(COMPONENT_FSAL, "PPL: %s: %s; ingest restarts at the log's checkpoint when MariaDB next "
+			 "writes it", e->datadir, why);
 	pthread_mutex_unlock(&e->log_lock);
+	if (gone) {
+		/* readers may be inside it (node_of) */
+		synchronize_rcu();
+		ppl_node_free(gone);
+	}
+	/* anything else noted about the old log's pages describes nothing now */
+	pthread_mutex_lock(&e->elided_lock);
+	if (e->elided_cap)
+		memset(e->elided, 0, e->elided_cap * sizeof(*e->elided));
+	e->elided_n = e->elided_used = 0;
+	pthread_mutex_unlock(&e->elided_lock);
+	e->gate_all = false;
+}
+
+void ppl_engine_log_replaced(struct ppl_engine *e)
+{
+	detach(e, "ib_logfile0 was replaced (log resize or re-creation)");
+}
+
+void ppl_engine_log_gone(struct ppl_engine *e)
+{
+	detach(e, "ib_logfile0 was removed");
 }
 
 /* ---- pages ------------------------------------------------------------------ */
@@ -958,6 +1072,10 @@ static int hold_wait(struct ppl_engine *e, struct ppl_node *n, uint32_t space, u
 			pthread_mutex_lock(&e->log_lock);
 			if (e->started && !e->stopped && e->node == n && ppl_node_log_durable(n, h->lsn) != 0)
 				stop_ingest(e, ppl_node_error(n));
+			/* pages the tail's records touch may have been elided by
+			 * the previous run too */
+			if (e->started && e->node == n)
+				after_restart_parse(e, false);
 			pthread_mutex_unlock(&e->log_lock);
 			if (ppl_node_parsed_lsn(n) >= h->lsn)
 				break;
@@ -979,12 +1097,9 @@ static int hold_wait(struct ppl_engine *e, struct ppl_node *n, uint32_t space, u
 	return 0;
 }
 
-int ppl_engine_read(struct ppl_engine *e, uint64_t fileid, uint64_t off, struct iovec *iov, int iovcnt,
-		    size_t len)
+static int read_pages(struct ppl_engine *e, struct ppl_node *n, uint64_t fileid, uint64_t off, struct iovec *iov,
+		      int iovcnt, size_t len)
 {
-	struct ppl_node *n = node_of(e);
-	if (n == NULL)
-		return 0;
 	size_t ps = e->page_size;
 	uint8_t *frame = NULL;
 	int rc = 0;
@@ -996,6 +1111,8 @@ int ppl_engine_read(struct ppl_engine *e, uint64_t fileid, uint64_t off, struct 
 		uint32_t page_no = (uint32_t)(p / ps), space;
 		struct ppl_node_page_info info;
 		if (!page_space(e, fileid, frame, page_no, &space))
+			continue;
+		if (!served_rebuilt(e, space, page_no))
 			continue;
 		if ((rc = hold_wait(e, n, space, page_no)) != 0)
 			break;
@@ -1038,7 +1155,7 @@ int ppl_engine_read(struct ppl_engine *e, uint64_t fileid, uint64_t off, struct 
 			continue; /* whole: done above */
 		uint32_t space;
 		struct ppl_node_page_info info;
-		if (!map_get(e, fileid, &space))
+		if (!map_get(e, fileid, &space) || !served_rebuilt(e, space, (uint32_t)pg))
 			continue;
 		if ((rc = hold_wait(e, n, space, (uint32_t)pg)) != 0)
 			break;
@@ -1065,22 +1182,45 @@ int ppl_engine_read(struct ppl_engine *e, uint64_t fileid, uint64_t off, struct 
 	return rc;
 }
 
-void ppl_engine_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
-		      size_t len)
+int ppl_engine_read(struct ppl_engine *e, uint64_t fileid, uint64_t off, struct iovec *iov, int iovcnt,
+		    size_t len)
 {
+	rcu_read_lock();
 	struct ppl_node *n = node_of(e);
-	if (n == NULL || off % e->page_size)
+	int rc = n ? read_pages(e, n, fileid, off, iov, iovcnt, len) : 0;
+	rcu_read_unlock();
+	return rc;
+}
+
+static void write_pages(struct ppl_engine *e, struct ppl_node *n, uint64_t fileid, uint64_t off,
+			const struct iovec *iov, int iovcnt, size_t len)
+{
+	if (off % e->page_size)
 		return;
 	size_t ps = e->page_size;
 	uint8_t *frame = aligned_alloc(4096, ps);
 	if (frame == NULL)
 		return;
+	/* Outside the replay window a page write is MariaDB's page as of
+	 * now: InnoDB latches a page while writing it, so every change it
+	 * logged for the page before the write is in the image, and a record
+	 * parsed by now that the image's LSN does not cover belongs to a page
+	 * that no longer exists (the image was written without redo: IMPORT
+	 * TABLESPACE's LSN 0 pages, a copy). */
+	uint64_t superseded = __atomic_load_n(&e->replay_window, __ATOMIC_ACQUIRE) ? 0 : ppl_node_parsed_lsn(n);
 	for (uint64_t p = off; p + ps <= off + len; p += ps) {
 		iov_copy((struct iovec *)iov, iovcnt, p - off, frame, ps, true);
-		uint32_t space;
-		if (!page_space(e, fileid, frame, (uint32_t)(p / ps), &space))
+		uint32_t space, page_no = (uint32_t)(p / ps);
+		/* Only a page written where it belongs is that page's new
+		 * base: not the doublewrite buffer's copies of other pages in
+		 * ibdata1, not zeros that extend a file. */
+		if (ppl_page_no(frame) != page_no || all_zero(frame, ps) || !page_space(e, fileid, frame, page_no, &space))
 			continue;
-		ppl_node_page_written(n, frame);
+		struct ppl_node_page_info before;
+		if (superseded > ppl_page_lsn(frame) && ppl_node_page_info(n, space, page_no, &before) &&
+		    before.last_lsn > ppl_page_lsn(frame))
+			__atomic_add_fetch(&e->superseded_writes, 1, __ATOMIC_RELAXED);
+		ppl_node_page_written(n, frame, superseded);
 		if (e->pool) {
 			ppl_pool_reclaim(e->pool, space, ppl_page_no(frame), ppl_page_lsn(frame));
 			/* still elided while records newer than this image
@@ -1092,6 +1232,16 @@ void ppl_engine_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, const
 		__atomic_add_fetch(&e->pages_written, 1, __ATOMIC_RELAXED);
 	}
 	free(frame);
+}
+
+void ppl_engine_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
+		      size_t len)
+{
+	rcu_read_lock();
+	struct ppl_node *n = node_of(e);
+	if (n)
+		write_pages(e, n, fileid, off, iov, iovcnt, len);
+	rcu_read_unlock();
 }
 
 
@@ -1160,6 +1310,70 @@ static bool elided_has(struct ppl_engine *e, uint64_t key)
 	return found;
 }
 
+/* Removes every page of a space from the elided set; returns how many. */
+static size_t elided_drop_space(struct ppl_engine *e, uint32_t space)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&e->elided_lock);
+	for (size_t i = 0; i < e->elided_cap; i++) {
+		if (e->elided[i] > 1 && (uint32_t)((e->elided[i] - 2) >> 32) == space) {
+			e->elided[i] = 1;
+			e->elided_n--;
+			n++;
+		}
+	}
+	pthread_mutex_unlock(&e->elided_lock);
+	return n;
+}
+
+/* I7: a space whose file is gone (or was replaced by something the log
+ * does not describe) keeps nothing here: no records in the index or the
+ * pool, no page in the elided set. Its pages then need no materializing
+ * before a checkpoint, and a file that later holds the same space id
+ * starts from what it holds. */
+static void drop_space(struct ppl_engine *e, uint32_t space, const char *why)
+{
+	struct ppl_node_stats before = { 0 }, after = { 0 };
+	rcu_read_lock();
+	struct ppl_node *n = node_of(e);
+	if (n) {
+		ppl_node_get_stats(n, &before);
+		ppl_node_drop_space(n, space);
+		ppl_node_get_stats(n, &after);
+	}
+	rcu_read_unlock();
+	size_t elided = elided_drop_space(e, space);
+	uint64_t pooled = e->pool ? ppl_pool_drop_space(e->pool, space) : 0;
+	__atomic_add_fetch(&e->spaces_dropped, 1, __ATOMIC_RELAXED);
+	if (elided || pooled || after.chunks_dropped != before.chunks_dropped)
+		LogEvent(COMPONENT_FSAL, "PPL: %s: space %" PRIu32 ": %s; its records (%" PRIu64 " mini-transaction "
+			 "chunk(s) in memory, %" PRIu64 " page(s) in the pool) and %zu elided page(s) are dropped",
+			 e->datadir, space, why, after.chunks_dropped - before.chunks_dropped, pooled, elided);
+}
+
+/* I7: reads are served rebuilt only for pages this node may have told
+ * libcatcher not to write -- the elided set, every page with records
+ * when that set is incomplete (gate_all), and after a restart the pages
+ * whose records are still in the log's held tail. MariaDB wrote every
+ * other page itself, so its file holds it exactly; records the node
+ * holds for such a page can only be older than the file (the checkpoint
+ * passed them), or describe a file that was replaced without redo (a
+ * copy, IMPORT TABLESPACE, undo tablespaces re-created), and must never
+ * be applied to it. */
+static bool held_has(struct ppl_engine *e, uint64_t key)
+{
+	if (!__atomic_load_n(&e->held, __ATOMIC_ACQUIRE))
+		return false;
+	struct held_page k = { key, 0 };
+	return bsearch(&k, e->held_pages, e->held_n, sizeof(k), held_cmp) != NULL;
+}
+
+static bool served_rebuilt(struct ppl_engine *e, uint32_t space, uint32_t page_no)
+{
+	uint64_t key = (uint64_t)space << 32 | page_no;
+	return e->pool != NULL && (e->gate_all || elided_has(e, key) || held_has(e, key));
+}
+
 /* Stripes cover 64 KiB units of a file, the largest InnoDB page, so every
  * page lies in one unit whatever the page size, and a write's begin and
  * end take and release the same stripes even when the page size becomes
@@ -1170,6 +1384,32 @@ static unsigned stripe_of(uint64_t fileid, uint64_t unit)
 {
 	uint64_t k = fileid * 0x9e3779b97f4a7c15ull ^ unit * 0xbf58476d1ce4e5b9ull;
 	return (unsigned)((k ^ (k >> 29)) % STRIPES);
+}
+
+/* A page write or read of MariaDB's and a materialization of the same
+ * page never overlap: a read that took the file's bytes before the page
+ * was materialized, and decided after it left the elided set, would serve
+ * the old page. I/O enters its stripes (waiting while one is being
+ * materialized); materialization waits until none is in flight. */
+static void stripes_enter(struct ppl_engine *e, uint64_t fileid, uint64_t off, size_t len)
+{
+	pthread_mutex_lock(&e->stripe_lock);
+	for (uint64_t u = off >> STRIPE_SHIFT; u <= (off + len - 1) >> STRIPE_SHIFT; u++) {
+		unsigned s = stripe_of(fileid, u);
+		while (e->busy[s])
+			pthread_cond_wait(&e->stripe_cond, &e->stripe_lock);
+		e->inflight[s]++;
+	}
+	pthread_mutex_unlock(&e->stripe_lock);
+}
+
+static void stripes_leave(struct ppl_engine *e, uint64_t fileid, uint64_t off, size_t len)
+{
+	pthread_mutex_lock(&e->stripe_lock);
+	for (uint64_t u = off >> STRIPE_SHIFT; u <= (off + len - 1) >> STRIPE_SHIFT; u++)
+		e->inflight[stripe_of(fileid, u)]--;
+	pthread_cond_broadcast(&e->stripe_cond);
+	pthread_mutex_unlock(&e->stripe_lock);
 }
 
 void ppl_engine_set_verify(struct ppl_engine *e, bool on)
@@ -1188,40 +1428,47 @@ static int read_base(void *arg, uint32_t space, uint32_t page_no, uint8_t *frame
  * index rebuilds at its LSN from the data file (not yet overwritten). */
 static void verify_write(struct ppl_engine *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len)
 {
-	struct ppl_node *n = node_of(e);
 	size_t ps = e->page_size;
-	if (n == NULL || e->dd == NULL || ps == 0 || off % ps)
+	if (e->dd == NULL || ps == 0 || off % ps)
 		return;
 	uint8_t *frame = aligned_alloc(4096, ps);
 	if (frame == NULL)
 		return;
-	for (uint64_t p = off; p + ps <= off + len; p += ps) {
+	rcu_read_lock();
+	struct ppl_node *n = node_of(e);
+	for (uint64_t p = off; n && p + ps <= off + len; p += ps) {
 		iov_copy((struct iovec *)iov, iovcnt, p - off, frame, ps, true);
 		int r = ppl_node_verify(n, frame, read_base, e);
 		__atomic_add_fetch(r > 0 ? &e->verify_same : r < 0 ? &e->verify_diverged : &e->verify_skipped, 1,
 				   __ATOMIC_RELAXED);
 	}
+	rcu_read_unlock();
 	free(frame);
 }
 
 /* A whole page write older than the page in its file never comes from
- * InnoDB itself (a page's LSN only grows), but a client replays its
- * UNSTABLE writes after the server restarted (the write verifier
+ * InnoDB's page cleaner (a page's LSN only grows), but a client replays
+ * its UNSTABLE writes after the server restarted (the write verifier
  * changed): an image written before pages were elided and materialized
  * since would put an old page back over one whose records are already
  * dropped. Such a page is replaced in the request by the file's newer
- * image, so the write changes nothing for it. Only with elision on:
- * otherwise every page the file holds came from the client in order. */
+ * image, so the write changes nothing for it. Only with elision on
+ * (otherwise every page the file holds came from the client in order),
+ * and only in the replay window after a restart: elsewhere an older page
+ * is a file rewritten without redo (IMPORT TABLESPACE rewrites a copied
+ * file's pages), which a disk would take, and so does this node. */
 static void keep_newer_pages(struct ppl_engine *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len)
 {
 	size_t ps = e->page_size;
-	if (e->dd == NULL || ps == 0 || off % ps || len < ps)
+	if (e->dd == NULL || ps == 0 || off % ps || len < ps || !__atomic_load_n(&e->replay_window, __ATOMIC_ACQUIRE))
 		return;
 	uint8_t *in = aligned_alloc(4096, ps), *disk = aligned_alloc(4096, ps);
 	for (uint64_t p = off; in && disk && p + ps <= off + len; p += ps) {
 		iov_copy((struct iovec *)iov, iovcnt, p - off, in, ps, true);
 		uint32_t space = ppl_page_space(in), page_no = ppl_page_no(in);
-		if (page_no != p / ps || !ppl_page_crc_ok(in, ps) ||
+		/* LSN 0: a page written without redo (IMPORT TABLESPACE),
+		 * never a replay of one of InnoDB's logged pages */
+		if (page_no != p / ps || ppl_page_lsn(in) == 0 || !ppl_page_crc_ok(in, ps) ||
 		    ppl_datadir_read_page(e->dd, space, page_no, disk, ps) != 0 || !ppl_page_crc_ok(disk, ps) ||
 		    ppl_page_space(disk) != space || ppl_page_no(disk) != page_no || ppl_page_lsn(disk) <= ppl_page_lsn(in))
 			continue;
@@ -1254,14 +1501,7 @@ int ppl_engine_write_begin(struct ppl_engine *e, bool is_log, uint64_t fileid, u
 			verify_write(e, off, iov, iovcnt, len);
 		return 0;
 	}
-	pthread_mutex_lock(&e->stripe_lock);
-	for (uint64_t u = off >> STRIPE_SHIFT; u <= (off + len - 1) >> STRIPE_SHIFT; u++) {
-		unsigned s = stripe_of(fileid, u);
-		while (e->busy[s])
-			pthread_cond_wait(&e->stripe_cond, &e->stripe_lock);
-		e->inflight[s]++;
-	}
-	pthread_mutex_unlock(&e->stripe_lock);
+	stripes_enter(e, fileid, off, len);
 	keep_newer_pages(e, off, iov, iovcnt, len);
 	if (e->verify)
 		verify_write(e, off, iov, iovcnt, len);
@@ -1274,13 +1514,20 @@ void ppl_engine_write_end(struct ppl_engine *e, bool is_log, uint64_t fileid, ui
 		pthread_mutex_unlock(&e->order_lock);
 		return;
 	}
-	if (e->pool == NULL || len == 0)
-		return;
-	pthread_mutex_lock(&e->stripe_lock);
-	for (uint64_t u = off >> STRIPE_SHIFT; u <= (off + len - 1) >> STRIPE_SHIFT; u++)
-		e->inflight[stripe_of(fileid, u)]--;
-	pthread_cond_broadcast(&e->stripe_cond);
-	pthread_mutex_unlock(&e->stripe_lock);
+	if (e->pool != NULL && len != 0)
+		stripes_leave(e, fileid, off, len);
+}
+
+void ppl_engine_read_begin(struct ppl_engine *e, uint64_t fileid, uint64_t off, size_t len)
+{
+	if (e->pool != NULL && len != 0)
+		stripes_enter(e, fileid, off, len);
+}
+
+void ppl_engine_read_end(struct ppl_engine *e, uint64_t fileid, uint64_t off, size_t len)
+{
+	if (e->pool != NULL && len != 0)
+		stripes_leave(e, fileid, off, len);
 }
 
 /* The page's stripe, taken for materialization or for moving its records
@@ -1320,7 +1567,7 @@ static void page_release(struct ppl_engine *e, unsigned s)
 static void page_settled(struct ppl_engine *e, struct ppl_node *n, const uint8_t *frame)
 {
 	uint32_t space = ppl_page_space(frame), page_no = ppl_page_no(frame);
-	ppl_node_page_written(n, frame);
+	ppl_node_page_written(n, frame, 0);
 	ppl_pool_reclaim(e->pool, space, page_no, ppl_page_lsn(frame));
 	elided_put(e, (uint64_t)space << 32 | page_no, false);
 }
@@ -1471,16 +1718,30 @@ static int checkpoint_gate(struct ppl_engine *e, uint64_t off, const struct iove
 	uint64_t area = ppl_dialect_mariadb_10_8.area_start;
 	uint8_t blk[16];
 	uint64_t at;
-	if (off >= area || off + len <= 4096)
-		return 0;
+	if (off == 0 || off >= area || off + len <= 4096)
+		return 0; /* from the first byte: a log copied in (ppl_engine_log_write) */
 	at = off <= 4096 && off + len >= 4096 + 16 ? 4096 - off : off <= 8192 && off + len >= 8192 + 16 ? 8192 - off : UINT64_MAX;
 	if (at == UINT64_MAX)
 		return 0;
 	iov_copy((struct iovec *)iov, iovcnt, at, blk, 16, true);
 	uint64_t ckpt = ppl_rd8(blk), end = ppl_rd8(blk + 8);
-	struct ppl_node *n = node_of(e);
-	if (n == NULL || ckpt == 0)
+	if (ckpt == 0)
 		return 0;
+	rcu_read_lock();
+	struct ppl_node *n = node_of(e);
+	int rc = n ? gate(e, n, ckpt, end) : 0;
+	rcu_read_unlock();
+	/* MariaDB's first checkpoint after a restart: clients have sent
+	 * again what they had to by now (keep_newer_pages) */
+	if (rc == 0)
+		__atomic_store_n(&e->replay_window, false, __ATOMIC_RELEASE);
+	return rc;
+}
+
+/* The checkpoint gate proper, for a checkpoint at ckpt whose log ends at
+ * end. */
+static int gate(struct ppl_engine *e, struct ppl_node *n, uint64_t ckpt, uint64_t end)
+{
 	/* MariaDB flushed its log up to the checkpoint's end before writing
 	 * it: parse all of that first, so that a FILE_DELETE in the last,
 	 * provisional log write has dropped its space (its file is gone and
@@ -1609,11 +1870,13 @@ static void *worker_main(void *arg)
 		if (e->work_stop)
 			break;
 		pthread_mutex_unlock(&e->work_lock);
+		rcu_read_lock();
 		struct ppl_node *n = node_of(e);
 		if (n != NULL && !e->stopped) {
 			clean_pool(e, n, w->idx);
 			settle_ahead(e, n, w->idx);
 		}
+		rcu_read_unlock();
 		pthread_mutex_lock(&e->work_lock);
 	}
 	pthread_mutex_unlock(&e->work_lock);
@@ -1666,13 +1929,13 @@ static int read_base(void *arg, uint32_t space, uint32_t page_no, uint8_t *frame
  * index can rebuild from the data file and the log. The log up to the
  * page's LSN is durable and parsed: InnoDB writes a page only after its
  * log is flushed, and log writes are parsed before they are acknowledged. */
-static unsigned decide(void *arg, const struct ppl_elision_page *pg)
+static unsigned decide_page(struct ppl_engine *e, struct ppl_node *n, const struct ppl_elision_page *pg)
 {
-	struct ppl_engine *e = arg;
-	struct ppl_node *n = node_of(e);
-	if (n == NULL || e->stopped || e->dd == NULL)
+	if (e->stopped || e->dd == NULL)
 		return PPL_ELIDE_NACK_NOT_DURABLE;
-	if (pg->page_size != e->page_size)
+	/* a page it could not materialize through a doublewrite slot is
+	 * never elided */
+	if (pg->page_size != e->page_size || pg->page_size > e->dw_page_size)
 		return PPL_ELIDE_NACK_PAGE_SIZE;
 	if (ppl_node_parsed_lsn(n) < pg->lsn) {
 		/* The question itself says the log is durable up to its LSN
@@ -1699,6 +1962,16 @@ static unsigned decide(void *arg, const struct ppl_elision_page *pg)
 	unsigned v = ppl_node_elide(n, pg->space, pg->page_no, pg->lsn, pg->checksum, read_base, e);
 	if (v != PPL_ELIDE_ACK)
 		elided_put(e, (uint64_t)pg->space << 32 | pg->page_no, false);
+	return v;
+}
+
+static unsigned decide(void *arg, const struct ppl_elision_page *pg)
+{
+	struct ppl_engine *e = arg;
+	rcu_read_lock();
+	struct ppl_node *n = node_of(e);
+	unsigned v = n ? decide_page(e, n, pg) : PPL_ELIDE_NACK_NOT_DURABLE;
+	rcu_read_unlock();
 	return v;
 }
 
@@ -1762,6 +2035,7 @@ int ppl_engine_start_elision(struct ppl_engine *e, const struct ppl_config *c, c
 	}
 	struct ppl_pool_header h;
 	ppl_pool_get_header(e->pool, &h);
+	e->dw_page_size = h.dw_page_size;
 	if (c->pool_size && h.size != c->pool_size) {
 		snprintf(err, errlen, "pool %s holds %" PRIu64 " bytes but Pool_Size = %" PRIu64 ": set Pool_Size to "
 			 "the pool's size (or leave it out), or re-create the pool with `ppl-inspect pool create %s "
@@ -1784,12 +2058,8 @@ int ppl_engine_start_elision(struct ppl_engine *e, const struct ppl_config *c, c
 	return 0;
 }
 
-static int format_engine(struct ppl_engine *e, char *buf, size_t len)
+static int format_node(struct ppl_engine *e, struct ppl_node *n, char *buf, size_t len)
 {
-	struct ppl_node *n = node_of(e);
-	if (n == NULL)
-		return snprintf(buf, len, "engine: %s", e->stopped ? "ingest stopped (see above)" :
-						       "waiting for ibdata1 and the log's checkpoint");
 	struct ppl_node_stats s;
 	ppl_node_get_stats(n, &s);
 	struct ppl_page_cache_stats cs = { 0 };
@@ -1808,6 +2078,18 @@ static int format_engine(struct ppl_engine *e, char *buf, size_t len)
 			ppl_histogram_percentile(&e->mtrs_per_rebuild, 99), cs.hits,
 			__atomic_load_n(&e->rebuild_failures, __ATOMIC_RELAXED),
 			__atomic_load_n(&e->pages_written, __ATOMIC_RELAXED), e->stopped ? "; INGEST STOPPED" : "");
+}
+
+static int format_engine(struct ppl_engine *e, char *buf, size_t len)
+{
+	rcu_read_lock();
+	struct ppl_node *n = node_of(e);
+	int r = n ? format_node(e, n, buf, len) :
+		    snprintf(buf, len, "engine: %s", e->stopped ? "ingest stopped (see above)" :
+				   e->copying ? "waiting: the log is being copied in" :
+				   "waiting for ibdata1 and the log's checkpoint");
+	rcu_read_unlock();
+	return r;
 }
 
 static int format_verify(struct ppl_engine *e, char *buf, size_t len)
@@ -1848,6 +2130,7 @@ static int format_elision(struct ppl_engine *e, char *buf, size_t len)
 void ppl_engine_figures(struct ppl_engine *e, struct ppl_engine_figures *f)
 {
 	memset(f, 0, sizeof(*f));
+	rcu_read_lock();
 	struct ppl_node *n = node_of(e);
 	f->datadir = e->datadir;
 	f->started = n != NULL;
@@ -1889,6 +2172,11 @@ void ppl_engine_figures(struct ppl_engine *e, struct ppl_engine_figures *f)
 	f->ahead = __atomic_load_n(&e->ahead, __ATOMIC_RELAXED);
 	f->pool_loaded_pages = e->pool_loaded_pages;
 	f->pool_loaded_records = e->pool_loaded_records;
+	f->copying = e->copying;
+	f->logs_copied_in = e->logs_copied_in;
+	f->superseded_writes = __atomic_load_n(&e->superseded_writes, __ATOMIC_RELAXED);
+	f->spaces_dropped = __atomic_load_n(&e->spaces_dropped, __ATOMIC_RELAXED);
+	rcu_read_unlock();
 }
 
 struct ppl_node *ppl_engine_node(struct ppl_engine *e)

@@ -10,7 +10,13 @@
  * (through the pool's doublewrite slots) before MariaDB's checkpoint may
  * pass their records, or their records are kept in the pool's per-page
  * logs while they fit (settle()); background workers do the same ahead
- * of the checkpoints and clean the pool. */
+ * of the checkpoints and clean the pool.
+ *
+ * Redo coverage (DESIGN I7, ARCHITECTURE.md): reads are served rebuilt
+ * only for pages this node may have elided; a page write supersedes every
+ * record parsed before it; a page file removed, replaced or truncated to
+ * nothing drops its space's records; a log written from its first byte is
+ * a copy, not MariaDB's log writes, and ingest waits for MariaDB. */
 #ifndef PPL_ENGINE_H
 #define PPL_ENGINE_H
 
@@ -35,7 +41,9 @@ void ppl_engine_free(struct ppl_engine *e);
  * pages read before MariaDB's next log write are rebuilt too (I6). */
 void ppl_engine_start_from_disk(struct ppl_engine *e);
 
-/* Bytes written to ib_logfile0 (already durable in the file). Returns 0,
+/* Bytes written to ib_logfile0 (already durable in the file). A write
+ * from the log's first byte is a log copied in: ingest waits until
+ * MariaDB writes it. Returns 0,
  * or an errno to fail the WRITE: never, today: a log the engine cannot
  * parse is logged and ingest stops, and pages are then served as the data
  * files hold them (MariaDB writes every page itself while nothing is
@@ -44,6 +52,9 @@ int ppl_engine_log_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, co
 			 size_t len);
 /* The log file was replaced (ib_logfile101 renamed over it): start over. */
 void ppl_engine_log_replaced(struct ppl_engine *e);
+/* The log file was removed (a datadir removed): start over when a log is
+ * written again. */
+void ppl_engine_log_gone(struct ppl_engine *e);
 
 /* A read of a page file filled iov: rebuild the pages the index has
  * records for, in place. 0, or EIO when a page cannot be rebuilt (a wrong
@@ -54,8 +65,9 @@ int ppl_engine_read(struct ppl_engine *e, uint64_t fileid, uint64_t off, struct 
 void ppl_engine_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
 		      size_t len);
 
-/* A page file was unlinked or replaced by a rename: forget which space it
- * held (a new file may reuse its inode number). */
+/* A page file was unlinked, replaced by a rename or truncated to nothing:
+ * forget which space it held (a new file may reuse its inode number) and
+ * everything the log said about that space (I7). */
 void ppl_engine_file_gone(struct ppl_engine *e, uint64_t fileid);
 
 /* Verify = true: every full page write is first compared byte for byte
@@ -75,6 +87,10 @@ int ppl_engine_start_elision(struct ppl_engine *e, const struct ppl_config *c, c
 int ppl_engine_write_begin(struct ppl_engine *e, bool is_log, uint64_t fileid, uint64_t off, const struct iovec *iov,
 			   int iovcnt, size_t len);
 void ppl_engine_write_end(struct ppl_engine *e, bool is_log, uint64_t fileid, uint64_t off, size_t len);
+/* Around the sub-FSAL's read of a page file: a read and a materialization
+ * of the same page never overlap. */
+void ppl_engine_read_begin(struct ppl_engine *e, uint64_t fileid, uint64_t off, size_t len);
+void ppl_engine_read_end(struct ppl_engine *e, uint64_t fileid, uint64_t off, size_t len);
 
 /* Every figure of the engine at one moment, for the live JSON
  * (ppl_engine_json.c). */
@@ -93,9 +109,13 @@ struct ppl_engine_figures {
 	struct ppl_pool_usage pool_usage;
 	uint64_t pool_durable_lsn, pool_kept, pool_records, pool_over_cap, pool_full, cleaned, ahead;
 	uint64_t pool_loaded_pages, pool_loaded_records;
+	bool copying;                  /* a log being copied in: ingest waits */
+	uint64_t logs_copied_in, superseded_writes, spaces_dropped;
 };
 void ppl_engine_figures(struct ppl_engine *e, struct ppl_engine_figures *f);
-/* The index and the pool, for one page's dump; NULL when there is none. */
+/* The index and the pool, for one page's dump; NULL when there is none.
+ * The node only inside an RCU read-side section (rcu_read_lock()): it is
+ * freed when the log is replaced. */
 struct ppl_node *ppl_engine_node(struct ppl_engine *e);
 struct ppl_pool *ppl_engine_pool(struct ppl_engine *e);
 

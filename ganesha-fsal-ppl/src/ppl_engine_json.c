@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include <json-c/json.h>
+#include <urcu-bp.h>
 
 #include "ppl/elision_proto.h"
 #include "ppl/node.h"
@@ -38,7 +39,10 @@ static json_object *stats_json(struct ppl_engine *e)
 	json_object *o = json_object_new_object(), *x;
 	json_object_object_add(o, "datadir", json_object_new_string(f.datadir));
 	json_object_object_add(o, "ingest", json_object_new_string(f.stopped ? "stopped" : f.started ? "running" :
-										     "waiting"));
+								    f.copying ? "waiting (log being copied in)" : "waiting"));
+	put_u64(o, "logs_copied_in", f.logs_copied_in);
+	/* I7: what the engine dropped because the log no longer covers it */
+	put_u64(o, "spaces_dropped", f.spaces_dropped);
 	put_u64(o, "page_size", f.page_size);
 	put_u64(o, "parsed_lsn", f.parsed_lsn);
 
@@ -65,6 +69,7 @@ static json_object *stats_json(struct ppl_engine *e)
 	put_u64(x, "cache_misses", f.cache.misses);
 	put_u64(x, "page_writes_taken_as_bases", f.pages_written);
 	put_u64(x, "stale_page_writes_kept_newer", f.stale_writes);
+	put_u64(x, "page_writes_superseding_records", f.superseded_writes);
 	json_object_object_add(o, "pages", x);
 
 	if (f.verify) {
@@ -142,6 +147,7 @@ static json_object *page_json(struct ppl_engine *e, uint32_t space, uint32_t pag
 	json_object *o = json_object_new_object();
 	put_u64(o, "space", space);
 	put_u64(o, "page", page_no);
+	rcu_read_lock();
 	struct ppl_node *n = ppl_engine_node(e);
 	struct ppl_node_page_info i;
 	if (n && ppl_node_page_info(n, space, page_no, &i)) {
@@ -157,6 +163,7 @@ static json_object *page_json(struct ppl_engine *e, uint32_t space, uint32_t pag
 	} else {
 		json_object_object_add(o, "pending", NULL);
 	}
+	rcu_read_unlock();
 	struct ppl_pool *p = ppl_engine_pool(e);
 	struct ppl_pool_page_info pi;
 	if (p && ppl_pool_page_info(p, space, page_no, &pi)) {

@@ -11,7 +11,7 @@ struct io_done {
 	struct ppl_export *pexp;
 	fsal_async_cb cb;
 	void *cb_arg;
-	bool began;              /* ppl_hook_write_begin() succeeded: pair it */
+	bool began;              /* ppl_hook_{write,read}_begin() done: pair it */
 	uint64_t w_off;          /* the range it was given */
 	size_t w_len;
 };
@@ -76,6 +76,13 @@ static void read_done(struct fsal_obj_handle *sub, fsal_status_t ret, void *obj_
 		if (err)
 			ret = hook_error(err);
 	}
+	if (done->began) {
+		struct ppl_file f;
+		char name[NAME_MAX + 1];
+
+		ppl_file_of(h, &f, name, sizeof(name));
+		ppl_hook_read_end(done->pexp->hooks, &f, done->w_off, done->w_len);
+	}
 	done->cb(done->obj, ret, obj_data, done->cb_arg);
 	op_ctx->fsal_export = saved;
 	gsh_free(done);
@@ -98,9 +105,22 @@ static void read2(struct fsal_obj_handle *obj, bool bypass, fsal_async_cb cb, st
 {
 	struct ppl_export *pexp = ppl_ctx_export();
 	struct io_done *d = io_done_new(obj, cb, cb_arg);
+	struct ppl_handle *h = ppl_handle_of(obj);
 
-	PPL_SUBCALL(pexp, ppl_handle_of(obj)->sub->obj_ops->read2(ppl_handle_of(obj)->sub, bypass, read_done,
-								 arg, d));
+	if (ppl_handle_class(h) != PPL_FILE_OTHER) {
+		struct ppl_file f;
+		char name[NAME_MAX + 1];
+		size_t len = 0;
+
+		for (int i = 0; i < (int)arg->iov_count; i++)
+			len += arg->iov[i].iov_len;
+		ppl_file_of(h, &f, name, sizeof(name));
+		ppl_hook_read_begin(pexp->hooks, &f, arg->offset, len);
+		d->began = true;
+		d->w_off = arg->offset;
+		d->w_len = len;
+	}
+	PPL_SUBCALL(pexp, h->sub->obj_ops->read2(h->sub, bypass, read_done, arg, d));
 }
 
 static void write2(struct fsal_obj_handle *obj, bool bypass, fsal_async_cb cb, struct fsal_io_arg *arg,

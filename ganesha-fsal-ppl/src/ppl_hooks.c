@@ -127,6 +127,18 @@ void ppl_hook_write_end(struct ppl_hooks *h, const struct ppl_file *f, uint64_t 
 	ppl_engine_write_end(h->engine, f->cls == PPL_FILE_REDO_LOG, f->fileid, offset, len);
 }
 
+/* No class test here: a file renamed between the two calls must still
+ * leave the stripes it entered. */
+void ppl_hook_read_begin(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, size_t len)
+{
+	ppl_engine_read_begin(h->engine, f->fileid, offset, len);
+}
+
+void ppl_hook_read_end(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, size_t len)
+{
+	ppl_engine_read_end(h->engine, f->fileid, offset, len);
+}
+
 void ppl_hooks_destroy(struct ppl_hooks *h)
 {
 	if (h == NULL)
@@ -256,6 +268,11 @@ void ppl_hook_resize(struct ppl_hooks *h, const struct ppl_file *f, uint64_t new
 	LogDebug(COMPONENT_FSAL, "PPL: resize %s %s (fileid %" PRIu64 ") to %" PRIu64,
 		 ppl_file_class_name(f->cls), f->name ? f->name : "(name unknown)", f->fileid,
 		 new_size);
+	/* Truncated to nothing: what follows is a new file (a copy over it,
+	 * O_TRUNC), not what the log describes. InnoDB itself shrinks files
+	 * only after logging it (TRIM_PAGES), never to zero. */
+	if (new_size == 0 && (ppl_class_has_pages(f->cls) || f->cls == PPL_FILE_UNRESOLVED))
+		ppl_engine_file_gone(h->engine, f->fileid);
 }
 
 void ppl_hook_unlink(struct ppl_hooks *h, const struct ppl_file *f)
@@ -265,6 +282,8 @@ void ppl_hook_unlink(struct ppl_hooks *h, const struct ppl_file *f)
 		 f->name ? f->name : "(name unknown)", f->fileid);
 	if (ppl_class_has_pages(f->cls) || f->cls == PPL_FILE_UNRESOLVED)
 		ppl_engine_file_gone(h->engine, f->fileid);
+	else if (f->cls == PPL_FILE_REDO_LOG)
+		ppl_engine_log_gone(h->engine);
 }
 
 void ppl_hook_rename(struct ppl_hooks *h, const struct ppl_file *from, const struct ppl_file *to,
@@ -288,4 +307,6 @@ void ppl_hook_rename(struct ppl_hooks *h, const struct ppl_file *from, const str
 		 replaced ? ", replacing " : "", replaced ? ppl_file_class_name(replaced->cls) : "");
 	if (to->cls == PPL_FILE_REDO_LOG && from->cls != PPL_FILE_REDO_LOG)
 		ppl_engine_log_replaced(h->engine);
+	else if (from->cls == PPL_FILE_REDO_LOG && to->cls != PPL_FILE_REDO_LOG)
+		ppl_engine_log_gone(h->engine);
 }

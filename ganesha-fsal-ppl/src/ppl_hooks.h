@@ -100,6 +100,10 @@ int ppl_hook_write(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offse
 int ppl_hook_write_begin(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset,
 			 const struct iovec *iov, int iovcnt, size_t len);
 void ppl_hook_write_end(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, size_t len);
+/* Before and after the sub-FSAL reads a page file (paired like the write
+ * hooks): the engine keeps materialization of those pages out meanwhile. */
+void ppl_hook_read_begin(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, size_t len);
+void ppl_hook_read_end(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, size_t len);
 int ppl_hook_commit(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, size_t len);
 int ppl_hook_read(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset,
 		  struct iovec *iov, int iovcnt, size_t len);

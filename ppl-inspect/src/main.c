@@ -10,7 +10,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: ppl-inspect pool create PATH --identity ID [--size N[K|M|G]] [--block-size 64]\n"
-		"                                [--max-per-page 256] [--dw-slots 32] [--dw-page-size 16384]\n"
+		"                                [--max-per-page 256] [--dw-slots 32] [--dw-page-size 65536]\n"
 		"       ppl-inspect pool check PATH [--identity ID] [--datadir DIR] [--json]\n"
 		"       ppl-inspect pool info PATH [--json]\n"
 		"       ppl-inspect pool dump PATH SPACE:PAGE [--json]\n"

@@ -52,7 +52,10 @@ def pool_figures(text):
 
 def test_small_pool_keeps_fills_and_comes_back(tmp_path):
     require_stack()
-    s = Stack(tmp_path, options=OPTIONS, pool_size="1M", pool_args=["--max-per-page", "2048"],
+    # doublewrite slots for 16 KiB pages only: the default 64 KiB slots
+    # alone would take 2 MiB
+    s = Stack(tmp_path, options=OPTIONS, pool_size="1M",
+              pool_args=["--max-per-page", "2048", "--dw-page-size", "16384"],
               fsal_extra="Apply_Threads = 2; Max_Per_Page = 2048;")
     try:
         s.start()

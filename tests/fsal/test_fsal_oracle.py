@@ -1,13 +1,17 @@
-"""The storage node serves exactly the pages MariaDB's own recovery makes.
+"""After a restart the storage node serves exactly the pages MariaDB's own
+recovery makes.
 
 A backup is taken from a private MariaDB while sysbench writes (so its
 data files are older than its log). Its data files go into an FSAL_PPL
-export; its redo log is then written over NFS, as MariaDB writes a log:
-the header and checkpoint blocks, then the records in order. Every page
-read back over NFS must equal the page `mariadb-backup --prepare` makes
-from a copy of the same backup (InnoDB's recovery is the oracle); pages
-that only the log creates past a file's end are not served yet and are
-counted, not compared."""
+export with elision configured; its redo log is then written over NFS
+from its first byte on, as a log copied in is (the storage node does not
+take that for MariaDB's log writes, DESIGN I7), and the storage node is
+stopped and started again: it ingests the log from its checkpoint and,
+not knowing which page writes the previous run elided, serves every page
+with records in the log rebuilt (I6). Every page read back over NFS must
+equal the page `mariadb-backup --prepare` makes from a copy of the same
+backup (InnoDB's recovery is the oracle); pages that only the log creates
+past a file's end are not served yet and are counted, not compared."""
 import os
 import re
 import shutil
@@ -17,7 +21,7 @@ import subprocess
 import pytest
 
 from lib import memcheck, paths
-from lib.ganesha import Ganesha
+from lib.ganesha import Ganesha, free_port
 from lib.mariadb import MariaDB
 from lib.oracle import compare_dirs, data_files, page_size_of, prepare, take_backup
 
@@ -54,44 +58,61 @@ def backup(tmp_path_factory):
     return make_backup(str(tmp_path_factory.mktemp("fsal-oracle")))
 
 
-def serve(tmp_path, backup, log, partial=(), crash=False, wrapper=()):
+def write_log(c, fh, log, start, stop):
+    """log[start:stop] into the open ib_logfile0 in 64 KiB writes; a short
+    remainder goes with the last one. A lone write of at most 4 KiB is
+    provisional to the storage node (redo_reader.c: MariaDB's partial tail
+    block may carry old buffer contents) until a later write or checkpoint
+    follows, as one always does from MariaDB; this backup's log just
+    ends."""
+    chunk = 64 << 10
+    offsets = list(range(start, stop, chunk))
+    if len(offsets) > 1 and stop - offsets[-1] <= 4096:
+        offsets.pop()
+    for i, off in enumerate(offsets):
+        end = offsets[i + 1] if i + 1 < len(offsets) else stop
+        c.pwrite(fh, log[off:end], off)
+
+
+def serve(tmp_path, backup, log, partial=(), crash=False, wrapper=(), live_from=None):
     """Starts an export holding the backup's data files, writes `log` as
     ib_logfile0 over NFS in 64 KiB writes, reads every page file back over
     NFS into tmp_path/served, and the byte ranges `partial` ((file, offset,
-    length), read with one READ each). With crash, ganesha.nfsd is killed
-    with SIGKILL after the log is written and started again before the
-    reads. `wrapper` runs ganesha.nfsd under another program (valgrind).
+    length), read with one READ each). ganesha.nfsd is stopped after the
+    log is written (with crash, killed with SIGKILL) and started again
+    before the reads. `wrapper` runs ganesha.nfsd under another program
+    (valgrind). With live_from, only log[:live_from] is written before the
+    restart, and the rest after it, as MariaDB's live log writes.
     Returns (served dir, Ganesha's log text, the partial reads)."""
     export = tmp_path / "export"
     shutil.copytree(backup, export, ignore=shutil.ignore_patterns("ib_logfile0"))
     assert not any(n.endswith(".new") for _d, _s, files in os.walk(export) for n in files)
     (tmp_path / "pmem").mkdir()
-    fsal = (f'FSAL {{ Name = PPL; Pool_Path = "{tmp_path}/pmem/ppl.pool"; Stats_Interval = 0; '
-            f'FSAL {{ Name = VFS; }} }}')
+    pool = tmp_path / "pmem" / "ppl.pool"
+    subprocess.run([paths.tool("ppl-inspect"), "pool", "create", str(pool), "--identity", str(export),
+                    "--size", "16M"], check=True, capture_output=True)
+    fsal = (f'FSAL {{ Name = PPL; Pool_Path = "{pool}"; Stats_Interval = 0; Elision_Port = {free_port()}; '
+            f'Elision_Token = "oracle"; Elision_Clients = "127.0.0.1"; FSAL {{ Name = VFS; }} }}')
     plugins = os.path.join(paths.build_dir(), "ganesha-fsal-ppl", "plugins")
     served = tmp_path / "served"
     with Ganesha(tmp_path / "ganesha", export, fsal=fsal, plugins_dir=plugins, wrapper=wrapper).start() as g:
         with Client(g.url("")) as c:
             fh = c.open("ib_logfile0", os.O_RDWR | os.O_CREAT)
             c.ftruncate(fh, len(log))           # InnoDB creates its log at full size
-            # 64 KiB writes; a short remainder goes with the last one. A
-            # lone write of at most 4 KiB is provisional to the storage node
-            # (redo_reader.c: MariaDB's partial tail block may carry old
-            # buffer contents) until a later write or checkpoint follows,
-            # as one always does from MariaDB; this backup's log just ends.
-            chunk = 64 << 10
-            offsets = list(range(0, len(log), chunk))
-            if len(offsets) > 1 and len(log) - offsets[-1] <= 4096:
-                offsets.pop()
-            for i, off in enumerate(offsets):
-                end = offsets[i + 1] if i + 1 < len(offsets) else len(log)
-                c.pwrite(fh, log[off:end], off)
+            write_log(c, fh, log, 0, live_from or len(log))
             c.fsync(fh)
             c.close_file(fh)
         if crash:
             g.kill9()
-            g.start()
+        else:
+            g.stop()
+        g.start()
         with Client(g.url("")) as c:
+            if live_from:
+                fh = c.open("ib_logfile0", os.O_RDWR)
+                write_log(c, fh, log, live_from, len(log))
+                c.fsync(fh)
+                c.close_file(fh)
             for rel in data_files(str(export)):
                 os.makedirs(os.path.dirname(served / rel), exist_ok=True)
                 with open(served / rel, "wb") as out:
@@ -188,15 +209,17 @@ def test_memcheck_finds_no_memory_error_in_the_storage_node(tmp_path, backup):
 
 
 def test_damaged_log_over_nfs_stops_ingest_and_serves_no_later_change(tmp_path, backup):
-    """One flipped byte in the middle of the records: the engine says so
-    and stops parsing there; every page still reads and carries no change
-    from past the damage."""
+    """One flipped byte in the middle of the records, written as MariaDB's
+    live log writes after the restart: the engine says so and stops parsing
+    there; every page still reads and carries no change from past the
+    damage."""
     with open(os.path.join(backup, "ib_logfile0"), "rb") as f:
         log = bytearray(f.read())
     end = len(log.rstrip(b"\0"))
     at = 12288 + (end - 12288) * 2 // 3
     log[at] ^= 0x20
-    served, logtext, _ = serve(tmp_path, backup, bytes(log))
+    live_from = (12288 + (at - 12288) // 3) // 4096 * 4096   # a block boundary well before the damage
+    served, logtext, _ = serve(tmp_path, backup, bytes(log), live_from=live_from)
     m = re.search(r"redo ingest stopped: (.*?)\. Pages with records", logtext)
     assert m, logtext[-3000:]
     parsed = int(re.findall(r"\| engine: redo [0-9.]+ MB parsed to LSN (\d+)", logtext)[-1])

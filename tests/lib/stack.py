@@ -55,8 +55,8 @@ def catcher_stats(db, path, timeout=10):
 
 TOKEN = "stack-test-token"
 # Lines the storage node writes only when something went wrong.
-STORAGE_FAILURES = ("cannot be rebuilt", "READ fails", "redo ingest stopped", "could not be materialized", "is refused",
-                    "divergence")
+STORAGE_FAILURES = ("cannot be rebuilt", "READ fails", "redo ingest stopped", "could not be materialized",
+                    "cannot be materialized", "is refused", "divergence")
 
 
 def require_stack():

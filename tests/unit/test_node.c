@@ -2,7 +2,8 @@
  * voiding earlier records (also earlier in the same mtr), rebuilds with the
  * LSN rule, the elision decision (ACK only for the exact LSN and checksum;
  * a mismatch marks the page diverged), full writes as new bases, and a
- * page's chunks taken out and put back (the pool's round trip). */
+ * page's chunks taken out and put back (the pool's round trip), and a page
+ * written without redo superseding every record parsed before it. */
 #include <string.h>
 
 #include "check.h"
@@ -149,7 +150,7 @@ int main(void)
 
 	/* The page as of m1 is written: it is the new base; m1's chunk goes. */
 	memcpy(disk, page, PS); /* page holds the m1 rebuild */
-	ppl_node_page_written(n, disk);
+	ppl_node_page_written(n, disk, 0);
 	CHECK(ppl_node_page_info(n, 5, 9, &info));
 	CHECK_EQ_U(info.chunks, 1);
 	CHECK(!info.diverged);
@@ -157,7 +158,7 @@ int main(void)
 	/* The page as of m2 is written: nothing pending. */
 	memcpy(page, disk, PS);
 	CHECK(ppl_node_rebuild(n, 5, 9, page, UINT64_MAX, &changed, &e) == PPL_APPLY_OK && changed);
-	ppl_node_page_written(n, page);
+	ppl_node_page_written(n, page, 0);
 	CHECK(!ppl_node_page_info(n, 5, 9, &info));
 	/* Nothing pending: only the page the data file holds can be elided. */
 	CHECK_EQ_U(ppl_node_elide(n, 5, 9, lsn2, crc2, read_disk, NULL), PPL_ELIDE_NACK_UNKNOWN_PAGE);
@@ -180,6 +181,20 @@ int main(void)
 	ppl_node_get_stats(n, &st);
 	CHECK_EQ_U(st.mtrs, 3);
 	CHECK(st.elide_acked == 3 && st.divergences == 2);
+
+	/* A page written without redo (IMPORT TABLESPACE writes LSN 0): by
+	 * its LSN alone it holds none of 5:10's records, and they would be
+	 * applied over it; written with everything parsed so far superseded,
+	 * none of them is left to apply. */
+	uint8_t imported[PS];
+	memset(imported, 0x33, PS);
+	ppl_wr4(imported + PPL_FIL_PAGE_OFFSET, 10);
+	ppl_wr4(imported + PPL_FIL_PAGE_SPACE_ID, 5);
+	ppl_page_stamp(imported, PS, 0);
+	ppl_node_page_written(n, imported, 0);
+	CHECK(ppl_node_page_info(n, 5, 10, &info) && info.chunks == 1);
+	ppl_node_page_written(n, imported, ppl_node_parsed_lsn(n));
+	CHECK(!ppl_node_page_info(n, 5, 10, &info));
 	ppl_node_free(n);
 	free(l.file);
 	CHECK_DONE();

@@ -39,11 +39,15 @@ static struct ppl_pool *open_pool(const char *identity, struct ppl_pool_recovery
 	return p;
 }
 
+/* Doublewrite slots for the 16 KiB pages these tests stage (the default,
+ * 64 KiB, would not fit the small pools made here). */
+#define DW_PS 16384
+
 static int make(uint64_t size)
 {
 	char err[512];
 	unlink(path);
-	struct ppl_pool_geometry g = { .size = size, .identity = "/data/test", .dw_slots = 4 };
+	struct ppl_pool_geometry g = { .size = size, .identity = "/data/test", .dw_slots = 4, .dw_page_size = DW_PS };
 	int rc = ppl_pool_create(path, &g, err, sizeof(err));
 	if (rc)
 		fprintf(stderr, "create: %s\n", err);
@@ -76,7 +80,7 @@ static void peek(off_t off, void *b, size_t n)
 static void test_refusals(void)
 {
 	char err[512];
-	struct ppl_pool_geometry g = { .size = 1 << 20, .identity = "/data/test" };
+	struct ppl_pool_geometry g = { .size = 1 << 20, .identity = "/data/test", .dw_page_size = DW_PS };
 	CHECK(make(1 << 20) == 0);
 	CHECK(ppl_pool_create(path, &g, err, sizeof(err)) != 0 && strstr(err, "exists"));
 	struct ppl_pool_geometry bad = { .size = 1 << 20, .identity = "x", .block_size = 48 };
@@ -301,7 +305,7 @@ static void test_largest_cap(void)
 	char err[512];
 	unlink(path);
 	struct ppl_pool_geometry g = { .size = 1 << 20, .identity = "/data/test", .dw_slots = 4,
-				       .max_per_page = 4096 };
+				       .max_per_page = 4096, .dw_page_size = DW_PS };
 	CHECK(ppl_pool_create(path, &g, err, sizeof(err)) == 0);
 	struct ppl_pool *p = open_pool("/data/test", NULL);
 	if (!p)

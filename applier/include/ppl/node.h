@@ -105,8 +105,14 @@ void ppl_node_for_each_page(struct ppl_node *n, void (*fn)(void *arg, uint32_t s
 			    void *arg);
 
 /* A full page image was written to the data file (after the write reached
- * it): it is the new base; records it contains are dropped. */
-void ppl_node_page_written(struct ppl_node *n, const uint8_t *image);
+ * it): it is the new base. Records of mini-transactions ending at or below
+ * the image's LSN are in it and are dropped; so are those ending at or
+ * below `superseded` (0: none beyond the image's LSN): a server writes a
+ * page with every change it logged for it so far, so when the image is
+ * older than records already parsed (a page written without redo: IMPORT
+ * TABLESPACE writes LSN 0), those records describe a page that no longer
+ * exists and must never be applied to this one. */
+void ppl_node_page_written(struct ppl_node *n, const uint8_t *image, uint64_t superseded);
 
 /* Visits the page's pending chunks (one mini-transaction's records for
  * the page each) in LSN order; from_init marks the one that initializes

@@ -42,7 +42,7 @@ struct ppl_pool_geometry {
 	uint32_t block_size;    /* power of two, 64..4096 [64] */
 	uint32_t max_per_page;  /* bytes of blocks per page, a multiple of block_size [256] */
 	uint32_t dw_slots;      /* doublewrite slots [32] */
-	uint32_t dw_page_size;  /* largest page a slot holds, 4096..65536 [16384] */
+	uint32_t dw_page_size;  /* largest page a slot holds, 4096..65536 [65536: any InnoDB page] */
 	const char *identity;   /* what the pool belongs to, e.g. the datadir (required) */
 };
 
