@@ -37,7 +37,7 @@ def base_name(name):
     return name.replace(" (again)", "")
 
 
-def render(runs, command, build_info="", notes=""):
+def render(runs, command, notes=""):
     """runs: RunResults of one invocation (any set-ups, any order)."""
     now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     keys = [r.setup.key for r in runs]
@@ -45,8 +45,13 @@ def render(runs, command, build_info="", notes=""):
     out = ["# MariaDB's mysql-test-run over the stack", "",
            f"- date: {now}",
            f"- command: `{command}`",
-           f"- project commit: {_git_head(runner.paths.REPO)}" + (f"; build: {build_info}" if build_info else ""),
+           f"- repository head when written: {_git_head(runner.paths.REPO)}",
            f"- MariaDB: Debian `mariadb-test` (`{runner.MTR}`)", ""]
+    builds = sorted({r.build for r in runs if r.build})
+    for b in builds:
+        out.append(f"- build: {b}")
+    if builds:
+        out.append("")
     if notes:
         out += [notes, ""]
     out += ["## Set-ups", "", "| set-up | what |", "| --- | --- |"]
@@ -65,7 +70,8 @@ def render(runs, command, build_info="", notes=""):
         if ver is None and r.setup.verify:
             ver = sum(t.verified or 0 for t in r.tests.values())
         el = (r.catcher_total or {}).get("elided") if r.setup.catcher else None
-        fin = "yes" if r.aborted is None and r.mtr_rc is not None else f"no: {r.aborted or 'stopped'}"
+        fin = ("yes" if r.aborted is None and r.mtr_rc is not None else f"no: {r.aborted}" if r.aborted
+               else "no (running when written, or killed)")
         out.append(f"| {k} | {len(r.tests)} | {c.get('pass', 0) + c.get('retry-pass', 0)} | "
                    f"{c.get('fail', 0) + c.get('retry-fail', 0)} | {c.get('skipped', 0) + c.get('disabled', 0)} | "
                    f"{fails if r.setup.storage == 'PPL' else '–'} | {div if r.setup.verify else '–'} | "

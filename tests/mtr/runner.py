@@ -97,17 +97,23 @@ class TestResult:
     divergences: int = 0
     verified: int = None            # pages the storage node compared (identical) while the test ran
     elided: int = None              # libcatcher's elided page writes while the test ran
+    at: float = None                # seconds from the run's start to the test's result line
 
     def reason(self):
         """One line that says why the test failed (mtr's own words)."""
-        pats = (r"mysqltest: At line \d+: .*", r"mysqltest: .*", r"Found warnings/errors in server log file.*",
-                r".*Assertion .* failed.*", r".*\[ERROR\].*", r".*Result (content|length) mismatch.*",
-                r".*[Tt]ime(d)? ?out.*", r".*crash.*", r".*failed.*")
+        pats = (r"mysqltest: At line \d+: .*", r"mysqltest: .*", r"Failed to start mysqld.*",
+                r"Server \[.*\] (crashed|failed|died).*", r".*[Tt]imeout.*", r".*timed out.*",
+                r"Found warnings/errors in server log file.*", r".*Assertion .* failed.*", r".*\[ERROR\].*",
+                r".*Result (content|length) mismatch.*", r".*crash.*", r".*failed.*")
         for p in pats:
             for line in [self.comment] + self.detail:
                 m = re.search(p, line)
                 if m:
-                    return m.group(0).strip()[:300]
+                    why = m.group(0).strip()
+                    if why.startswith(("Found warnings", "Failed to start")):
+                        first = next((x.strip() for x in self.detail if re.search(r"\[ERROR\]|Assertion", x)), "")
+                        why += (" -- " + first) if first else ""
+                    return why[:300]
         return (self.comment or "").strip()[:300]
 
 
@@ -126,6 +132,7 @@ class RunResult:
     mtr_rc: int = None
     mtr_tail: str = ""
     workdir: str = ""
+    build: str = ""                                 # the project build it ran with (build_info())
 
     def counts(self):
         c = {}
@@ -135,7 +142,8 @@ class RunResult:
 
     def to_json(self):
         d = {k: getattr(self, k) for k in ("command", "started", "seconds", "outside", "storage_summary",
-                                            "stats_line", "catcher_total", "aborted", "mtr_rc", "workdir")}
+                                            "stats_line", "catcher_total", "aborted", "mtr_rc", "workdir",
+                                            "build")}
         d["setup"] = self.setup.key
         d["tests"] = [t.__dict__ for t in self.tests.values()]
         return d
@@ -144,11 +152,44 @@ class RunResult:
     def from_json(cls, d):
         r = cls(SETUPS[d["setup"]], d["command"], d["started"])
         for k in ("seconds", "outside", "storage_summary", "stats_line", "catcher_total", "aborted", "mtr_rc",
-                  "workdir"):
+                  "workdir", "build"):
             setattr(r, k, d.get(k))
         for t in d["tests"]:
             r.tests[t["name"]] = TestResult(**t)
         return r
+
+
+def build_info():
+    """The build directory and the source it was built from (its commit,
+    when the source is a git checkout or holds a .commit file)."""
+    try:
+        d = paths.build_dir()
+    except RuntimeError as e:
+        return str(e)
+    src = "?"
+    try:
+        with open(os.path.join(d, "CMakeCache.txt")) as f:
+            for line in f:
+                if line.startswith("CMAKE_HOME_DIRECTORY:"):
+                    src = line.split("=", 1)[1].strip()
+    except OSError:
+        pass
+    commit = ""
+    if os.path.exists(os.path.join(src, ".commit")):
+        with open(os.path.join(src, ".commit")) as f:
+            commit = f.read().strip()[:12]
+    else:
+        try:
+            r = subprocess.run(["git", "-C", src, "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                               text=True, timeout=10)
+            commit = r.stdout.strip()
+            dirty = subprocess.run(["git", "-C", src, "status", "--porcelain", "--untracked-files=no"],
+                                   capture_output=True, text=True, timeout=10).stdout.strip()
+            if dirty:
+                commit += " with uncommitted changes"
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    return f"{d} from {src}" + (f" at {commit}" if commit else "")
 
 
 # "innodb.innodb-wl5522 'strict_full_crc32'   [ pass ]   4407"
@@ -409,7 +450,7 @@ def run(setup, tests, workdir, suite=None, timeout=3600, testcase_timeout=5, pro
                           os.path.join(os.path.realpath(node.mnt), "var"), node.port if node else None)
     cmd = mtr_command(vardir, tmpdir, tests, suite=suite, env=env, testcase_timeout=testcase_timeout,
                       extra=extra)
-    result = RunResult(setup, cmd, time.time(), workdir=workdir)
+    result = RunResult(setup, cmd, time.time(), workdir=workdir, build=build_info())
     counters = CatcherCounters(stats_dir, vardir) if setup.catcher else None
     out_path = os.path.join(workdir, "mtr.out")
     t0 = time.time()
@@ -429,6 +470,7 @@ def run(setup, tests, workdir, suite=None, timeout=3600, testcase_timeout=5, pro
                 watcher.start()
 
             def each(r):
+                r.seconds = time.time() - t0
                 save(r)
                 if on_test:
                     on_test(r)
@@ -515,7 +557,7 @@ def _follow(proc, out, result, node, counters, progress, each):
                     current.detail.append(s)
             continue
         name, status, rest = m.group("name"), m.group("status"), m.group("rest").strip()
-        t = TestResult(name=name, status=status)
+        t = TestResult(name=name, status=status, at=round(time.time() - result.started, 1))
         if status in ("pass", "retry-pass") and rest.split()[:1] and rest.split()[0].isdigit():
             t.ms = int(rest.split()[0])
         else:
@@ -563,7 +605,7 @@ def format_progress(result, t):
     if t.verified:
         extra.append(f"{t.verified} verified")
     why = f"  {t.reason()}" if t.status not in ("pass",) else ""
-    return (f"[{result.setup.key}] {n:4d} {time.time() - result.started:6.0f}s {t.name:50s} {t.status:8s}"
+    return (f"[{result.setup.key}] {n:4d} {t.at or 0:6.0f}s {t.name:50s} {t.status:8s}"
             f"{(' (' + ', '.join(extra) + ')') if extra else ''}{why}")
 
 
