@@ -43,6 +43,9 @@ def main():
     ap.add_argument("--timeout", type=float, default=6 * 3600, help="seconds per set-up before mtr is stopped")
     ap.add_argument("--testcase-timeout", type=int, default=10, help="mtr --testcase-timeout (minutes)")
     ap.add_argument("--big-test", action="store_true", help="pass --big-test to mtr")
+    ap.add_argument("--isolate", action="store_true",
+                    help="one mtr run (and a fresh storage node and mount) per test: a failure cannot cascade into "
+                         "the next tests (slow: a bootstrap per test)")
     ap.add_argument("--report-from", nargs="+", metavar="DIR",
                     help="write the report from saved set-up directories (each holding result.json) and exit")
     a = ap.parse_args()
@@ -98,9 +101,12 @@ def main():
             break
         t0 = time.time()
         print(f"== set-up {key}: {runner.SETUPS[key].title}", flush=True)
-        r = runner.run(key, tests, os.path.join(workdir, key), suite=a.suite, timeout=a.timeout,
-                       testcase_timeout=a.testcase_timeout, progress=lambda line: print(line, flush=True),
-                       extra=extra, on_test=rewrite, stop=stop)
+        if a.isolate:
+            r = isolated(key, tests, os.path.join(workdir, key), a, extra, rewrite, stop)
+        else:
+            r = runner.run(key, tests, os.path.join(workdir, key), suite=a.suite, timeout=a.timeout,
+                           testcase_timeout=a.testcase_timeout, progress=lambda line: print(line, flush=True),
+                           extra=extra, on_test=rewrite, stop=stop)
         runs.append(r)
         c = r.counts()
         print(f"== set-up {key} done in {(time.time() - t0) / 60:.1f} min: {len(r.tests)} tests, "
@@ -111,6 +117,43 @@ def main():
     print(f"report: {path}", flush=True)
     bad = [(r.setup.key, t.name) for r in runs for t in r.tests.values() if not runner.verdict_ok(t)]
     return 1 if bad else 0
+
+
+def isolated(key, tests, workdir, a, extra, rewrite, stop):
+    """Each test in its own mtr run with its own storage node; the results
+    merged into one RunResult (saved as workdir/result.json)."""
+    if a.suite:
+        raise SystemExit("--isolate takes named tests or --subset, not --suite")
+    os.makedirs(workdir, exist_ok=True)
+    merged = runner.RunResult(runner.SETUPS[key], ["(one mtr run per test)"], time.time(), workdir=workdir,
+                              build=runner.build_info())
+    t0 = time.time()
+    for i, test in enumerate(tests):
+        if stop.is_set():
+            merged.aborted = "stopped by the user"
+            break
+        r = runner.run(key, [test], os.path.join(workdir, f"{i:03d}"), timeout=a.timeout,
+                       testcase_timeout=a.testcase_timeout, extra=extra, stop=stop, resume=False)
+        for t in r.tests.values():
+            t.at = round(time.time() - t0, 1)
+            merged.tests[t.name] = t
+            print(runner.format_progress(merged, t), flush=True)
+        if not r.tests:
+            print(f"[{key}] {test}: mtr reported nothing ({r.aborted or 'rc ' + str(r.mtr_rc)})", flush=True)
+        merged.outside += [f"{test}: {x}" for x in r.outside]
+        if r.catcher_total:
+            tot = merged.catcher_total or {}
+            merged.catcher_total = {k: tot.get(k, 0) + v for k, v in r.catcher_total.items()}
+        if r.storage_summary and r.storage_summary.get("verify"):
+            v = (merged.storage_summary or {}).get("verify", {})
+            merged.storage_summary = {"verify": {k: v.get(k, 0) + n for k, n in r.storage_summary["verify"].items()}}
+        merged.seconds = time.time() - t0
+        runner.save(merged)
+        rewrite(merged)
+    merged.mtr_rc = 0 if merged.aborted is None else None
+    merged.seconds = time.time() - t0
+    runner.save(merged)
+    return merged
 
 
 def _invocation():

@@ -133,6 +133,7 @@ class RunResult:
     mtr_tail: str = ""
     workdir: str = ""
     build: str = ""                                 # the project build it ran with (build_info())
+    segment_notes: list = field(default_factory=list)  # why each segment ended early
 
     def counts(self):
         c = {}
@@ -143,7 +144,7 @@ class RunResult:
     def to_json(self):
         d = {k: getattr(self, k) for k in ("command", "started", "seconds", "outside", "storage_summary",
                                             "stats_line", "catcher_total", "aborted", "mtr_rc", "workdir",
-                                            "build")}
+                                            "build", "segment_notes")}
         d["setup"] = self.setup.key
         d["tests"] = [t.__dict__ for t in self.tests.values()]
         return d
@@ -152,7 +153,7 @@ class RunResult:
     def from_json(cls, d):
         r = cls(SETUPS[d["setup"]], d["command"], d["started"])
         for k in ("seconds", "outside", "storage_summary", "stats_line", "catcher_total", "aborted", "mtr_rc",
-                  "workdir", "build"):
+                  "workdir", "build", "segment_notes"):
             setattr(r, k, d.get(k))
         for t in d["tests"]:
             r.tests[t["name"]] = TestResult(**t)
@@ -235,8 +236,10 @@ class StorageNode:
         if setup.storage == "PPL":
             self.pool = os.path.join(base, "pmem", "ppl.pool")
             os.makedirs(os.path.dirname(self.pool))
+            # mtr's tests use pages of up to 64 KiB: the doublewrite slots
+            # through which the storage node materializes pages must hold them
             subprocess.run([paths.tool("ppl-inspect"), "pool", "create", self.pool, "--identity", self.export,
-                            "--size", pool_size], check=True, capture_output=True)
+                            "--size", pool_size, "--dw-page-size", "65536"], check=True, capture_output=True)
             extra = "Verify = true;" if setup.verify else ""
             service = ""
             if setup.elision:
@@ -259,10 +262,32 @@ class StorageNode:
 
     def stop(self):
         if self.mount:
+            if self.g.proc is None or self.g.proc.poll() is not None:
+                self.kill_mount()       # a hard mount of a dead server would not unmount
             self.mount.stop()
             self.mount = None
         if self.g.proc:
             self.g.stop()
+
+    def dead(self):
+        """Why the storage node or the mount is gone, or None."""
+        p = self.g.proc
+        if p is not None and p.poll() is not None:
+            try:
+                with open(self.g.stderr, errors="replace") as f:
+                    err = " ".join(f.read().split()[-30:])
+            except OSError:
+                err = ""
+            return f"the storage node (ganesha.nfsd) died with status {p.returncode}" + (f": {err}" if err else "")
+        m = self.mount.proc if self.mount else None
+        if m is not None and m.poll() is not None:
+            return f"ppl-mount died with status {m.returncode}"
+        return None
+
+    def kill_mount(self):
+        """SIGKILL ppl-mount by pid: the kernel aborts the FUSE connection."""
+        if self.mount:
+            self.mount.kill9()
 
     def new_log_lines(self):
         """The storage node's log lines written since the last call."""
@@ -328,22 +353,12 @@ def _is_our_mariadbd(pid, vardir):
 
 
 def _server_pids(vardir):
+    """mariadbd processes whose command line names this vardir (mtr passes
+    --defaults-file=VARDIR/my.cnf), from /proc: never reads the mount."""
     pids = []
-    run = os.path.join(vardir, "run")
-    try:
-        names = os.listdir(run)
-    except OSError:
-        return pids
-    for n in names:
-        if not n.endswith(".pid"):
-            continue
-        try:
-            with open(os.path.join(run, n)) as f:
-                pid = int(f.read().strip())
-        except (OSError, ValueError):
-            continue
-        if _is_our_mariadbd(pid, vardir):
-            pids.append(pid)
+    for d in os.listdir("/proc"):
+        if d.isdigit() and _is_our_mariadbd(int(d), vardir):
+            pids.append(int(d))
     return pids
 
 
@@ -404,16 +419,23 @@ def mtr_command(vardir, tmpdir, tests, suite=None, env=None, testcase_timeout=5,
     return cmd
 
 
-def _stop_mtr(proc, vardir):
+def _stop_mtr(proc, vardir, node=None):
     """mtr by pid: SIGINT (it stops its servers), then SIGKILL; then any
-    server it left, by the pid in its own pid file."""
+    server it left (a mariadbd whose command line names this vardir, found
+    in /proc: the mount may hang), by pid. If mtr does not exit, the mount
+    is killed (processes blocked on a dead storage node wake up)."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGINT)
         try:
             proc.wait(30)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.wait()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                if node is not None:
+                    node.kill_mount()
+                proc.wait()
     for pid in _server_pids(vardir):
         try:
             os.kill(pid, signal.SIGKILL)
@@ -422,16 +444,94 @@ def _stop_mtr(proc, vardir):
 
 
 def run(setup, tests, workdir, suite=None, timeout=3600, testcase_timeout=5, progress=None, extra=(),
-        on_test=None, stop=None):
+        on_test=None, stop=None, resume=True):
     """Run mtr on `tests` (names as mtr takes them) or a whole `suite` in
     `setup` (a Setup or its key), under `workdir` (created; local disk).
     Returns a RunResult (also saved as workdir/result.json, after every
     test). `progress(line)` gets one line per test, `on_test(result)` is
     called after each test; `stop`, a threading.Event, ends the run early
-    (mtr stopped by pid, what finished is kept)."""
+    (mtr stopped by pid, what finished is kept).
+
+    When mtr stops before every test ran -- the storage node or the mount
+    died (the test that was running is failed with that reason), or mtr
+    gave up ("Not all tests completed", e.g. a bootstrap that failed) --
+    and `resume` is on, the tests that have no result yet run again in a
+    new segment: a new storage node, a new mount, a new mtr (and
+    bootstrap) in workdir/segN. `timeout` bounds the whole run."""
     if isinstance(setup, str):
         setup = SETUPS[setup]
     workdir = os.path.abspath(workdir)
+    os.makedirs(workdir, exist_ok=True)
+    result = RunResult(setup, [], time.time(), workdir=workdir, build=build_info())
+    deadline = time.time() + timeout
+    expected = list_tests(tests, suite, os.path.join(workdir, "list"), extra) if resume else None
+    todo = list(tests)
+    seg = 0
+    while True:
+        seg += 1
+        segdir = workdir if seg == 1 else os.path.join(workdir, f"seg{seg}")
+        before = len(result.tests)
+        _segment(setup, todo, None if seg > 1 else suite, segdir, result, deadline, testcase_timeout, progress,
+                 extra, on_test, stop)
+        if not resume or expected is None or result.aborted in ("stopped by the user", TIMEOUT_MSG):
+            break
+        done = {base_key(n) for n in result.tests}
+        todo = [mtr_arg(n) for n in expected if base_key(n) not in done]
+        if not todo:
+            break
+        if len(result.tests) == before:
+            # nothing ran: fail the first test rather than loop
+            first = expected[[base_key(n) for n in expected].index(base_key(todo[0]))]
+            result.tests[first] = TestResult(first, "fail", comment="mtr ran nothing in this segment: "
+                                             + (result.segment_notes[-1] if result.segment_notes else "?"),
+                                             at=round(time.time() - result.started, 1))
+            todo = todo[1:]
+            if not todo:
+                break
+        if time.time() >= deadline:
+            result.aborted = TIMEOUT_MSG
+            break
+        result.aborted = None
+        if progress:
+            progress(f"[{setup.key}] resuming with {len(todo)} test(s) in a new segment (new storage node, mount "
+                     f"and mtr): {result.segment_notes[-1] if result.segment_notes else ''}")
+    result.seconds = time.time() - result.started
+    save(result)
+    return result
+
+
+TIMEOUT_MSG = "the harness's timeout ran out; mtr stopped"
+
+
+def base_key(name):
+    """(suite.test, combinations) of a result name or an mtr argument."""
+    name = name.replace(" (again)", "")
+    m = re.match(r"^(\S+?) '([^']*)'$", name)
+    if m:
+        return m.group(1), frozenset(m.group(2).split(","))
+    b, *c = name.split(",")
+    return b, frozenset(c)
+
+
+def mtr_arg(name):
+    """An mtr argument naming exactly this result ("suite.test,c1,c2")."""
+    b, c = base_key(name)
+    return ",".join([b, *sorted(c)])
+
+
+def list_tests(tests, suite, workdir, extra=()):
+    """The test names (as mtr reports them) mtr would run: mtr --dry-run on
+    a local scratch vardir."""
+    os.makedirs(workdir, exist_ok=True)
+    cmd = mtr_command(os.path.join(workdir, "var"), os.path.join(workdir, "tmp"), tests, suite=suite,
+                      extra=[*extra, "--dry-run"])
+    r = subprocess.run(cmd, cwd=MTR_DIR, capture_output=True, text=True, errors="replace", timeout=600)
+    names = [line.strip() for line in r.stdout.splitlines()
+             if re.match(r"^[\w-]+\.[\w.-]+( '[^']*')?$", line.strip())]
+    return names or None
+
+
+def _segment(setup, tests, suite, workdir, result, deadline, testcase_timeout, progress, extra, on_test, stop):
     os.makedirs(workdir, exist_ok=True)
     tmpdir = os.path.join(workdir, "tmp")
     stats_dir = os.path.join(workdir, "catcher")
@@ -448,13 +548,16 @@ def run(setup, tests, workdir, suite=None, timeout=3600, testcase_timeout=5, pro
         # libcatcher canonicalizes it then
         env = catcher_env(setup, stats_dir, os.path.realpath(vardir) if not node else
                           os.path.join(os.path.realpath(node.mnt), "var"), node.port if node else None)
+    # a resumed segment keeps the order of the first one's --dry-run list
     cmd = mtr_command(vardir, tmpdir, tests, suite=suite, env=env, testcase_timeout=testcase_timeout,
-                      extra=extra)
-    result = RunResult(setup, cmd, time.time(), workdir=workdir, build=build_info())
+                      extra=list(extra) + (["--noreorder"] if result.command else []))
+    if not result.command:
+        result.command = cmd
     counters = CatcherCounters(stats_dir, vardir) if setup.catcher else None
+    base_elided = (result.catcher_total or {}).get("elided", 0)
     out_path = os.path.join(workdir, "mtr.out")
-    t0 = time.time()
     proc = None
+    died = []
     try:
         if node:
             node.start()
@@ -462,29 +565,30 @@ def run(setup, tests, workdir, suite=None, timeout=3600, testcase_timeout=5, pro
         with open(out_path, "w") as out:
             proc = subprocess.Popen(cmd, cwd=MTR_DIR, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1)
-            killer = threading.Timer(timeout, lambda: _timeout(proc, vardir, result))
-            killer.start()
-            watcher = None
-            if stop is not None:
-                watcher = threading.Thread(target=_watch_stop, args=(stop, proc, vardir, result), daemon=True)
-                watcher.start()
+            done = threading.Event()
+            watcher = threading.Thread(target=_watch, args=(done, stop, deadline, proc, vardir, result, node, died),
+                                       daemon=True)
+            watcher.start()
 
             def each(r):
-                r.seconds = time.time() - t0
+                r.seconds = time.time() - r.started
+                if counters:
+                    r.catcher_total = dict(counters.total())
+                    r.catcher_total["elided"] += base_elided
                 save(r)
                 if on_test:
                     on_test(r)
             try:
-                _follow(proc, out, result, node, counters, progress, each)
+                _follow(proc, out, result, node, counters, progress, each, died, prev_elided_base=0)
             finally:
-                killer.cancel()
+                done.set()
             proc.wait()
             result.mtr_rc = proc.returncode
     finally:
         if proc is not None:
-            _stop_mtr(proc, vardir)
+            _stop_mtr(proc, vardir, node)
         if node:
-            result.storage_summary = node.live()
+            result.storage_summary = _add_verify(result.storage_summary, node.live())
             node.stop()
             lines = node.new_log_lines()
             _attribute_outside(result, lines)
@@ -492,15 +596,39 @@ def run(setup, tests, workdir, suite=None, timeout=3600, testcase_timeout=5, pro
                 if "PPL: stats at unexport" in line:
                     result.stats_line = line.strip()
         if counters:
-            result.catcher_total = counters.total()
-        result.seconds = time.time() - t0
+            result.catcher_total = dict(counters.total())
+            result.catcher_total["elided"] += base_elided
+        result.seconds = time.time() - result.started
     try:
         with open(out_path, errors="replace") as f:
-            result.mtr_tail = "".join(f.readlines()[-15:])
+            tail = f.readlines()[-15:]
+            result.mtr_tail = "".join(tail)
     except OSError:
-        pass
+        tail = []
+    note = died[0] if died else next((x.strip() for x in tail if "Not all tests completed" in x
+                                      or "*** ERROR" in x), "")
+    if note:
+        result.segment_notes.append(note)
+        if died:
+            last = list(result.tests)[-1] if result.tests else "(none)"
+            result.outside.append(f"{note} (after the result of {last}; the tests without a result ran again "
+                                  "in a new segment)")
+        if not result.aborted:
+            result.aborted = note
     save(result)
-    return result
+
+
+def _add_verify(acc, live):
+    """Verify counts summed over segments (each has its own storage node)."""
+    if not live:
+        return acc
+    if not acc:
+        return live
+    out = dict(live)
+    v1, v2 = (acc.get("verify") or {}), (live.get("verify") or {})
+    if v1 or v2:
+        out["verify"] = {k: v1.get(k, 0) + v2.get(k, 0) for k in set(v1) | set(v2)}
+    return out
 
 
 def save(result):
@@ -515,18 +643,29 @@ def load(workdir):
         return RunResult.from_json(json.load(f))
 
 
-def _watch_stop(stop, proc, vardir, result):
-    while proc.poll() is None:
-        if stop.wait(1):
-            if proc.poll() is None:
-                result.aborted = "stopped by the user"
-                _stop_mtr(proc, vardir)
+def _watch(done, stop, deadline, proc, vardir, result, node, died):
+    """Ends the segment early: the user's stop, the run's deadline, or the
+    storage node or the mount dying (then the mount is killed first: the
+    processes blocked on it wake up with an error)."""
+    while not done.wait(1):
+        if proc.poll() is not None:
             return
-
-
-def _timeout(proc, vardir, result):
-    result.aborted = "the harness's timeout ran out; mtr stopped"
-    _stop_mtr(proc, vardir)
+        why = None
+        if stop is not None and stop.is_set():
+            why = "stopped by the user"
+        elif time.time() >= deadline:
+            why = TIMEOUT_MSG
+        elif node is not None:
+            why = node.dead()
+            if why:
+                died.append(why)
+        if why:
+            if not died:
+                result.aborted = why
+            if node is not None and died:
+                node.kill_mount()
+            _stop_mtr(proc, vardir, node)
+            return
 
 
 def _failures(lines):
@@ -539,7 +678,7 @@ def _attribute_outside(result, lines):
         result.outside.extend(bad[:50])
 
 
-def _follow(proc, out, result, node, counters, progress, each):
+def _follow(proc, out, result, node, counters, progress, each, died, prev_elided_base=0):
     current = None
     prev_elided = counters.total()["elided"] if counters else 0
     prev_verified = None

@@ -5,18 +5,17 @@ combinations runs only in the one named here (mtr would otherwise run every
 combination: page sizes, checksum algorithms, row formats). Every test here
 passes on a local datadir with Debian's release build as root (tests that
 need a debug build, and `innodb.restart`, which skips as root, are not
-chosen). Local times are from set-up a on this project's 2-core machines.
+chosen), and that take at most about 45 s over ppl-mount with stock
+FSAL_VFS (set-up e): tests with hundreds of DROP TABLEs cost minutes there
+(tests/mtr/README.md lists the ones left out for time, and why each test
+that is not here is not).
 """
 import re
 
 # (test, what it covers)
 CHOSEN = [
     # DDL and instant ALTER
-    ("innodb.instant_alter,16k", "instant ADD/DROP/reorder columns, rollback, many row formats"),
-    ("innodb.instant_alter_bugs", "instant ALTER regressions"),
     ("innodb.instant_drop", "instant DROP COLUMN"),
-    ("innodb.instant_alter_charset,dynamic", "instant charset changes"),
-    ("innodb.innodb-alter", "ALTER TABLE in place and copy"),
     ("innodb.alter_table", "ALTER TABLE regressions, DISCARD + ALTER"),
     ("innodb.alter_algorithm,COPY", "ALGORITHM=COPY (#sql intermediate tables)"),
     ("innodb.rename_table", "RENAME TABLE, with a restart"),
@@ -24,13 +23,11 @@ CHOSEN = [
     # IMPORT/EXPORT
     ("innodb.innodb-wl5522,strict_full_crc32", "FLUSH FOR EXPORT, DISCARD, IMPORT TABLESPACE"),
     ("innodb.innodb-wl5522-1", "IMPORT TABLESPACE across schemas and row formats"),
-    ("innodb.full_crc32_import", "IMPORT of full_crc32 tablespaces"),
     ("innodb.import_cfg", "IMPORT with and without .cfg"),
     ("innodb.instant_alter_import,strict_full_crc32", "IMPORT into instantly altered tables"),
     ("innodb_zip.wl5522_zip,16k", "IMPORT of ROW_FORMAT=COMPRESSED tables"),
     # temporary tables
     ("innodb.temp_table", "CREATE TEMPORARY TABLE"),
-    ("innodb.temporary_table,16k", "temporary tablespace, with restarts"),
     ("innodb.temp_table_savepoint,dynamic", "temporary tables and savepoints"),
     ("innodb.temporary_table_optimization", "temporary table DML"),
     # BLOBs
@@ -53,23 +50,19 @@ CHOSEN = [
     ("innodb_zip.index_large_prefix_4k", "4 KiB pages"),
     ("innodb_zip.index_large_prefix_8k", "8 KiB pages"),
     # foreign keys
-    ("innodb.foreign_key,normal", "foreign keys, with a restart"),
-    ("innodb.innodb-fk", "foreign keys"),
     ("innodb.fk_col_alter", "ALTER of foreign key columns"),
+    ("innodb.innodb-fkcheck", "FOREIGN_KEY_CHECKS=0 and dropped parents"),
+    ("innodb.stored_fk", "foreign keys on stored generated columns"),
+    ("innodb.foreign_sql_mode,COPY,STRICT", "foreign keys under ALTER ... COPY in strict mode"),
     # row formats
-    ("innodb.row_format_redundant", "ROW_FORMAT=REDUNDANT system tablespace, restarts"),
     ("innodb.default_row_format_create,dynamic", "innodb_default_row_format"),
-    ("innodb.table_flags,16k,strict_full_crc32", "table flags of every row format, restarts"),
     # ROW_FORMAT=COMPRESSED and page_compressed
     ("innodb_zip.innodb-zip,16k", "ROW_FORMAT=COMPRESSED"),
     ("innodb_zip.cmp_drop_table,16k", "dropping compressed tables"),
-    ("innodb_zip.create_options,16k", "KEY_BLOCK_SIZE and ROW_FORMAT options"),
     ("innodb.innodb_page_compressed,zlib", "PAGE_COMPRESSED=1"),
     ("innodb.innodb-page_compression_none,strict_full_crc32", "page compression none"),
     # the server killed and restarted
     ("innodb.alter_kill,strict_full_crc32", "server killed, corrupted page handling"),
-    ("innodb.innodb_force_recovery", "innodb_force_recovery restarts"),
-    ("innodb.log_file_size,16k,release", "crash recovery with log file size changes"),
     ("innodb_zip.recover,16k", "crash recovery of compressed tables"),
     ("innodb.doublewrite,16k,strict_full_crc32", "doublewrite buffer recovery after a kill"),
     ("innodb.read_only_recovery", "recovery in read-only mode"),
