@@ -46,6 +46,7 @@ def main():
     ap.add_argument("--isolate", action="store_true",
                     help="one mtr run (and a fresh storage node and mount) per test: a failure cannot cascade into "
                          "the next tests (slow: a bootstrap per test)")
+    ap.add_argument("--note", default="", help="a paragraph put at the top of the report")
     ap.add_argument("--report-from", nargs="+", metavar="DIR",
                     help="write the report from saved set-up directories (each holding result.json) and exit")
     a = ap.parse_args()
@@ -54,8 +55,8 @@ def main():
         runs = [runner.load(d) for d in a.report_from]
         path = a.report or os.path.join(ROOT, "tests", "mtr", "REPORT.md")
         cmds = sorted({r.setup.key + ": " + " ".join(shlex.quote(x) for x in r.command[:1] + ["..."]) for r in runs})
-        report.write(path, runs, command=_invocation() + "  (runs: " + ", ".join(a.report_from) + ")",
-                     notes=_partial_note(runs))
+        report.write(path, runs, command=_invocation(),
+                     notes="\n\n".join(x for x in (a.note, _partial_note(runs)) if x))
         print(f"report: {path} ({', '.join(cmds)})")
         return 0
 
@@ -91,7 +92,8 @@ def main():
             return
         last[0] = time.time()
         report.write(path, runs + ([current] if current is not None else []), command=command,
-                     notes=_partial_note(runs + ([current] if current is not None else [])))
+                     notes="\n\n".join(x for x in (a.note, _partial_note(runs + ([current] if current is not None
+                                                                                else []))) if x))
 
     print(f"mtr over the stack: set-ups {','.join(setups)}; "
           f"{'suite ' + a.suite if a.suite else str(len(tests)) + ' tests'}; workdir {workdir}; report {path}",

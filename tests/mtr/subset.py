@@ -28,6 +28,8 @@ CHOSEN = [
     ("innodb_zip.wl5522_zip,16k", "IMPORT of ROW_FORMAT=COMPRESSED tables"),
     # temporary tables
     ("innodb.temp_table", "CREATE TEMPORARY TABLE"),
+    ("innodb.innodb", "the general InnoDB test; its CREATE TEMPORARY TABLE with an AUTO_INCREMENT key fails "
+                      "under libcatcher even on a local datadir (issue 15, item 2)"),
     ("innodb.temp_table_savepoint,dynamic", "temporary tables and savepoints"),
     ("innodb.temporary_table_optimization", "temporary table DML"),
     # BLOBs
