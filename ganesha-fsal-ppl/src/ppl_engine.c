@@ -103,13 +103,6 @@ struct ppl_engine {
 	uint64_t restart_ns, last_log_write_ns; /* atomic */
 	uint64_t held_waits, held_timeouts;
 	bool verify;                   /* Verify = true: page writes compared with rebuilds */
-	/* From a restart until MariaDB's first checkpoint after it, a client
-	 * may send again page writes it made before the restart (ppl-mount
-	 * replays its unstable writes when the write verifier changes): an
-	 * older page than the one in the file, or than records parsed since,
-	 * is then no news (keep_newer_pages). Outside this window a page
-	 * write is MariaDB's page as of now (see ppl_engine_write). */
-	bool replay_window;
 	/* A log written from its first byte is a log being copied in, not
 	 * MariaDB's log writer (see ppl_engine_log_write): ingest waits
 	 * while the copy goes on, sequentially up from copy_end. */
@@ -147,6 +140,7 @@ static bool elided_has(struct ppl_engine *e, uint64_t key);
 static bool served_rebuilt(struct ppl_engine *e, uint32_t space, uint32_t page_no);
 static bool held_has(struct ppl_engine *e, uint64_t key);
 static void detach(struct ppl_engine *e, const char *why);
+static size_t elided_drop_space(struct ppl_engine *e, uint32_t space);
 
 /* The published node. Outside log_lock, only inside an RCU read-side
  * section (urcu-bp: every thread registers itself): a node replaced
@@ -835,8 +829,6 @@ void ppl_engine_start_from_disk(struct ppl_engine *e)
 	pthread_mutex_lock(&e->log_lock);
 	if (!e->started && !e->stopped && e->building == NULL && locate_datadir(e, 0) && make_node(e, true) == 0) {
 		start_ingest(e, TO_END);
-		if (e->started)
-			__atomic_store_n(&e->replay_window, true, __ATOMIC_RELEASE);
 		if (!e->started && e->building != NULL) {
 			/* not a usable log yet: the first log write tries again */
 			ppl_node_free(e->building);
@@ -1035,9 +1027,13 @@ static void on_file(void *arg, const struct ppl_node_file_event *ev)
 	struct ppl_engine *e = arg;
 	if (e->dd == NULL)
 		return;
-	/* the node has dropped the space's records; its pool records go too */
-	if (e->pool && (ev->type == PPL_FILE_DELETE || ev->type == PPL_EXT_TRIM_PAGES))
-		ppl_pool_drop_space(e->pool, ev->space_id);
+	/* the node has dropped the space's records; its pool records and
+	 * elided pages go too (I7) */
+	if (ev->type == PPL_FILE_DELETE || ev->type == PPL_EXT_TRIM_PAGES) {
+		if (e->pool)
+			ppl_pool_drop_space(e->pool, ev->space_id);
+		elided_drop_space(e, ev->space_id);
+	}
 	if (ev->type == PPL_FILE_CREATE)
 		ppl_datadir_note(e->dd, ev->space_id, ev->name);
 	else if (ev->type == PPL_FILE_RENAME)
@@ -1201,13 +1197,7 @@ static void write_pages(struct ppl_engine *e, struct ppl_node *n, uint64_t filei
 	uint8_t *frame = aligned_alloc(4096, ps);
 	if (frame == NULL)
 		return;
-	/* Outside the replay window a page write is MariaDB's page as of
-	 * now: InnoDB latches a page while writing it, so every change it
-	 * logged for the page before the write is in the image, and a record
-	 * parsed by now that the image's LSN does not cover belongs to a page
-	 * that no longer exists (the image was written without redo: IMPORT
-	 * TABLESPACE's LSN 0 pages, a copy). */
-	uint64_t superseded = __atomic_load_n(&e->replay_window, __ATOMIC_ACQUIRE) ? 0 : ppl_node_parsed_lsn(n);
+	uint64_t parsed = ppl_node_parsed_lsn(n);
 	for (uint64_t p = off; p + ps <= off + len; p += ps) {
 		iov_copy((struct iovec *)iov, iovcnt, p - off, frame, ps, true);
 		uint32_t space, page_no = (uint32_t)(p / ps);
@@ -1216,6 +1206,18 @@ static void write_pages(struct ppl_engine *e, struct ppl_node *n, uint64_t filei
 		 * ibdata1, not zeros that extend a file. */
 		if (ppl_page_no(frame) != page_no || all_zero(frame, ps) || !page_space(e, fileid, frame, page_no, &space))
 			continue;
+		/* A page this node never elided is MariaDB's page as of now:
+		 * InnoDB latches a page while writing it, so every change it
+		 * logged for the page before the write is in the image, and a
+		 * record parsed by now that the image's LSN does not cover
+		 * belongs to a page that no longer exists (the image was
+		 * written without redo: IMPORT TABLESPACE's pages, a copy).
+		 * Should the image be a client's replay of an older write
+		 * (ppl-mount after a restart), MariaDB writes the page again
+		 * before it drops it from its buffer pool, and its own
+		 * recovery reads the log, not this index. A page that may be
+		 * elided keeps its newer records: they are its only copy. */
+		uint64_t superseded = served_rebuilt(e, space, page_no) ? 0 : parsed;
 		struct ppl_node_page_info before;
 		if (superseded > ppl_page_lsn(frame) && ppl_node_page_info(n, space, page_no, &before) &&
 		    before.last_lsn > ppl_page_lsn(frame))
@@ -1453,21 +1455,21 @@ static void verify_write(struct ppl_engine *e, uint64_t off, const struct iovec 
  * since would put an old page back over one whose records are already
  * dropped. Such a page is replaced in the request by the file's newer
  * image, so the write changes nothing for it. Only with elision on
- * (otherwise every page the file holds came from the client in order),
- * and only in the replay window after a restart: elsewhere an older page
- * is a file rewritten without redo (IMPORT TABLESPACE rewrites a copied
- * file's pages), which a disk would take, and so does this node. */
+ * (otherwise every page the file holds came from the client in order).
+ * Never for an LSN 0 image: that is a page written without redo (IMPORT
+ * TABLESPACE), which a disk would take, and so does this node; a file
+ * IMPORT converts keeps the LSNs of its pages or raises them. */
 static void keep_newer_pages(struct ppl_engine *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len)
 {
 	size_t ps = e->page_size;
-	if (e->dd == NULL || ps == 0 || off % ps || len < ps || !__atomic_load_n(&e->replay_window, __ATOMIC_ACQUIRE))
+	if (e->dd == NULL || ps == 0 || off % ps || len < ps)
 		return;
 	uint8_t *in = aligned_alloc(4096, ps), *disk = aligned_alloc(4096, ps);
 	for (uint64_t p = off; in && disk && p + ps <= off + len; p += ps) {
 		iov_copy((struct iovec *)iov, iovcnt, p - off, in, ps, true);
 		uint32_t space = ppl_page_space(in), page_no = ppl_page_no(in);
-		/* LSN 0: a page written without redo (IMPORT TABLESPACE),
-		 * never a replay of one of InnoDB's logged pages */
+		/* LSN 0: a page written without redo, never a replay of one
+		 * of InnoDB's logged pages */
 		if (page_no != p / ps || ppl_page_lsn(in) == 0 || !ppl_page_crc_ok(in, ps) ||
 		    ppl_datadir_read_page(e->dd, space, page_no, disk, ps) != 0 || !ppl_page_crc_ok(disk, ps) ||
 		    ppl_page_space(disk) != space || ppl_page_no(disk) != page_no || ppl_page_lsn(disk) <= ppl_page_lsn(in))
@@ -1731,10 +1733,6 @@ static int checkpoint_gate(struct ppl_engine *e, uint64_t off, const struct iove
 	struct ppl_node *n = node_of(e);
 	int rc = n ? gate(e, n, ckpt, end) : 0;
 	rcu_read_unlock();
-	/* MariaDB's first checkpoint after a restart: clients have sent
-	 * again what they had to by now (keep_newer_pages) */
-	if (rc == 0)
-		__atomic_store_n(&e->replay_window, false, __ATOMIC_RELEASE);
 	return rc;
 }
 
