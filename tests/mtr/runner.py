@@ -605,8 +605,10 @@ def _segment(setup, tests, suite, workdir, result, deadline, testcase_timeout, p
             result.mtr_tail = "".join(tail)
     except OSError:
         tail = []
+    # mtr's own last words when it gave up before every test ran ("there
+    # were failing test cases" is its normal end after a failure)
     note = died[0] if died else next((x.strip() for x in tail if "Not all tests completed" in x
-                                      or "*** ERROR" in x), "")
+                                      or ("*** ERROR" in x and "there were failing test cases" not in x)), "")
     if note:
         result.segment_notes.append(note)
         if died:
