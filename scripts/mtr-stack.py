@@ -52,7 +52,24 @@ def main():
     a = ap.parse_args()
 
     if a.report_from:
-        runs = [runner.load(d) for d in a.report_from]
+        runs = []
+        for d in a.report_from:
+            r = runner.load(d)
+            same = next((x for x in runs if x.setup.key == r.setup.key), None)
+            if same is None:
+                runs.append(r)
+                continue
+            # runs of the same set-up (e.g. more tests later) are merged
+            same.tests.update(r.tests)
+            same.seconds += r.seconds
+            same.outside += r.outside
+            same.aborted = same.aborted or r.aborted
+            if r.catcher_total:
+                tot = same.catcher_total or {}
+                same.catcher_total = {k: tot.get(k, 0) + v for k, v in r.catcher_total.items()}
+            same.storage_summary = runner._add_verify(same.storage_summary, r.storage_summary)
+            if r.build and r.build != same.build:
+                same.build = f"{same.build}; {r.build}"
         path = a.report or os.path.join(ROOT, "tests", "mtr", "REPORT.md")
         cmds = sorted({r.setup.key + ": " + " ".join(shlex.quote(x) for x in r.command[:1] + ["..."]) for r in runs})
         report.write(path, runs, command=_invocation(),
@@ -160,8 +177,16 @@ def isolated(key, tests, workdir, a, extra, rewrite, stop):
 
 def _invocation():
     env = os.environ.get("PPL_BUILD_DIR")
+    args, skip = [], False
+    for x in sys.argv[1:]:
+        if skip:
+            args.append("TEXT")     # the note is in the report itself
+            skip = False
+            continue
+        skip = x == "--note"
+        args.append(x if x.startswith("--note=") is False else "--note=TEXT")
     return ((f"PPL_BUILD_DIR={env} " if env else "") + "scripts/mtr-stack.py "
-            + " ".join(shlex.quote(x) for x in sys.argv[1:]))
+            + " ".join(shlex.quote(x) for x in args))
 
 
 def _partial_note(runs):

@@ -81,7 +81,7 @@ def render(runs, command, notes=""):
         if r.stats_line:
             out += ["", f"Storage node's last stats line in set-up {k}:", "", "```", r.stats_line[-1500:], "```"]
         if r.outside:
-            out += ["", f"Storage-node failure lines in set-up {k} after the last test's result:", "", "```"]
+            out += ["", f"Storage-node lines in set-up {k} not attributed to one test (after the last result of a segment, or the storage node's death):", "", "```"]
             out += [x[-400:] for x in r.outside[:10]]
             out += ["```"]
     names = []
