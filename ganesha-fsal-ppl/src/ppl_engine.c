@@ -1565,13 +1565,18 @@ static void page_release(struct ppl_engine *e, unsigned s)
 }
 
 /* The page now in its data file is at LSN lsn: records up to it leave the
- * index and the pool, and the page leaves the elided set. */
+ * index and the pool, and the page leaves the elided set unless records
+ * newer than the image wait: libcatcher may have been told yes for a
+ * newer version while this one was being written (elision takes no
+ * stripe), and that version exists nowhere but in those records. */
 static void page_settled(struct ppl_engine *e, struct ppl_node *n, const uint8_t *frame)
 {
 	uint32_t space = ppl_page_space(frame), page_no = ppl_page_no(frame);
+	struct ppl_node_page_info info;
 	ppl_node_page_written(n, frame, 0);
 	ppl_pool_reclaim(e->pool, space, page_no, ppl_page_lsn(frame));
-	elided_put(e, (uint64_t)space << 32 | page_no, false);
+	if (!ppl_node_page_info(n, space, page_no, &info))
+		elided_put(e, (uint64_t)space << 32 | page_no, false);
 }
 
 /* Writes the page as the index has it, through a doublewrite slot, unless
@@ -1955,11 +1960,15 @@ static unsigned decide_page(struct ppl_engine *e, struct ppl_node *n, const stru
 		return PPL_ELIDE_NACK_UNKNOWN_FILE;
 	/* recorded before the answer leaves: a checkpoint write can only
 	 * follow the elided write */
-	if (!elided_put(e, (uint64_t)pg->space << 32 | pg->page_no, true))
+	uint64_t key = (uint64_t)pg->space << 32 | pg->page_no;
+	bool was = elided_has(e, key);
+	if (!was && !elided_put(e, key, true))
 		return PPL_ELIDE_NACK_INTERNAL; /* out of memory: it could not be materialized */
 	unsigned v = ppl_node_elide(n, pg->space, pg->page_no, pg->lsn, pg->checksum, read_base, e);
-	if (v != PPL_ELIDE_ACK)
-		elided_put(e, (uint64_t)pg->space << 32 | pg->page_no, false);
+	/* a page elided before stays elided: that older version still
+	 * exists only in its records until MariaDB's write of this one */
+	if (v != PPL_ELIDE_ACK && !was)
+		elided_put(e, key, false);
 	return v;
 }
 
