@@ -108,6 +108,10 @@ struct ppl_engine {
 	 * while the copy goes on, sequentially up from copy_end. */
 	bool copying;
 	uint64_t copy_end;
+	/* The log file ingest follows (0: none yet) and when it was last
+	 * written: another datadir's ib_logfile0 under the same export is not
+	 * this one's log (see ppl_engine_log_write). */
+	uint64_t log_fileid, log_write_ns, other_log_writes;
 	uint64_t superseded_writes, spaces_dropped, logs_copied_in;
 	uint32_t dw_page_size;         /* the largest page the pool's doublewrite slots hold */
 	uint64_t verify_same, verify_diverged, verify_skipped;
@@ -138,6 +142,7 @@ static bool file_space(struct ppl_engine *e, uint64_t fileid, uint32_t *space);
 static void drop_space(struct ppl_engine *e, uint32_t space, const char *why);
 static bool elided_has(struct ppl_engine *e, uint64_t key);
 static bool served_rebuilt(struct ppl_engine *e, uint32_t space, uint32_t page_no);
+static bool holds_space(struct ppl_engine *e, uint64_t fileid, uint32_t space);
 static bool held_has(struct ppl_engine *e, uint64_t key);
 static void detach(struct ppl_engine *e, const char *why);
 static size_t elided_drop_space(struct ppl_engine *e, uint32_t space);
@@ -828,6 +833,12 @@ void ppl_engine_start_from_disk(struct ppl_engine *e)
 {
 	pthread_mutex_lock(&e->log_lock);
 	if (!e->started && !e->stopped && e->building == NULL && locate_datadir(e, 0) && make_node(e, true) == 0) {
+		char path[4096];
+		struct stat st;
+		snprintf(path, sizeof(path), "%s/ib_logfile0", e->datadir);
+		if (stat(path, &st) == 0)
+			e->log_fileid = (uint64_t)st.st_ino;
+		e->log_write_ns = now_ns();
 		start_ingest(e, TO_END);
 		if (!e->started && e->building != NULL) {
 			/* not a usable log yet: the first log write tries again */
@@ -850,9 +861,36 @@ static bool is_checkpoint_block(uint64_t off, size_t len)
 	return (off == 4096 || off == 8192) && len <= 4096;
 }
 
+/* How long the log followed must have been quiet before another
+ * ib_logfile0 under the export is taken for MariaDB's log (a datadir made
+ * or copied next to the old one, as mysql-test-run does). */
+#define OTHER_LOG_QUIET_NS (5 * 1000000000ull)
+
 int ppl_engine_log_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
 			 size_t len)
 {
+	/* One log at a time: while the one followed is written, writes of
+	 * another datadir's log under the same export are passed through
+	 * and not ingested (nothing of that datadir is elided or rebuilt:
+	 * reads check the file, served_rebuilt). Once it has been quiet for
+	 * a while, another log being written is a new datadir: follow it. */
+	pthread_mutex_lock(&e->log_lock);
+	bool other = e->log_fileid != 0 && fileid != e->log_fileid;
+	bool quiet = now_ns() - e->log_write_ns > OTHER_LOG_QUIET_NS;
+	if (other && !quiet && e->other_log_writes++ == 0)
+		LogEvent(COMPONENT_FSAL, "PPL: %s: another ib_logfile0 (fileid %" PRIu64 ") is written under the export "
+			 "while this datadir's log is live: it is not ingested, and its datadir's pages are neither "
+			 "elided nor rebuilt", e->datadir, fileid);
+	pthread_mutex_unlock(&e->log_lock);
+	if (other && !quiet)
+		return 0;
+	if (other)
+		detach(e, "another ib_logfile0 is written after this one stayed quiet: a new datadir");
+	pthread_mutex_lock(&e->log_lock);
+	e->log_fileid = fileid;
+	e->log_write_ns = now_ns();
+	pthread_mutex_unlock(&e->log_lock);
+
 	/* MariaDB's log writer never writes the header of ib_logfile0 (a
 	 * new log is written as ib_logfile101 and renamed): a write from
 	 * the first byte is a log being copied in (a migration, a restore,
@@ -942,6 +980,7 @@ static void detach(struct ppl_engine *e, const char *why)
 	e->waiting_logged = false;
 	e->start_attempts = 0;
 	e->suspect_upto = 0;
+	e->log_fileid = 0;
 	__atomic_store_n(&e->held, false, __ATOMIC_RELEASE);
 	if (was)
 		LogEvent(COMPONENT_FSAL, "PPL: %s: %s; ingest restarts at the log's checkpoint when MariaDB next "
@@ -961,14 +1000,25 @@ static void detach(struct ppl_engine *e, const char *why)
 	e->gate_all = false;
 }
 
-void ppl_engine_log_replaced(struct ppl_engine *e)
+/* Whether fileid (0: unknown) is another log than the one followed. */
+static bool other_log(struct ppl_engine *e, uint64_t fileid)
 {
-	detach(e, "ib_logfile0 was replaced (log resize or re-creation)");
+	pthread_mutex_lock(&e->log_lock);
+	bool other = e->log_fileid != 0 && fileid != e->log_fileid;
+	pthread_mutex_unlock(&e->log_lock);
+	return other;
 }
 
-void ppl_engine_log_gone(struct ppl_engine *e)
+void ppl_engine_log_replaced(struct ppl_engine *e, uint64_t old_fileid)
 {
-	detach(e, "ib_logfile0 was removed");
+	if (!other_log(e, old_fileid))
+		detach(e, "ib_logfile0 was replaced (log resize or re-creation)");
+}
+
+void ppl_engine_log_gone(struct ppl_engine *e, uint64_t fileid)
+{
+	if (!other_log(e, fileid))
+		detach(e, "ib_logfile0 was removed");
 }
 
 /* ---- pages ------------------------------------------------------------------ */
@@ -1106,9 +1156,8 @@ static int read_pages(struct ppl_engine *e, struct ppl_node *n, uint64_t fileid,
 		iov_copy(iov, iovcnt, p - off, frame, ps, true);
 		uint32_t page_no = (uint32_t)(p / ps), space;
 		struct ppl_node_page_info info;
-		if (!page_space(e, fileid, frame, page_no, &space))
-			continue;
-		if (!served_rebuilt(e, space, page_no))
+		if (!page_space(e, fileid, frame, page_no, &space) || !served_rebuilt(e, space, page_no) ||
+		    !holds_space(e, fileid, space))
 			continue;
 		if ((rc = hold_wait(e, n, space, page_no)) != 0)
 			break;
@@ -1151,7 +1200,8 @@ static int read_pages(struct ppl_engine *e, struct ppl_node *n, uint64_t fileid,
 			continue; /* whole: done above */
 		uint32_t space;
 		struct ppl_node_page_info info;
-		if (!map_get(e, fileid, &space) || !served_rebuilt(e, space, (uint32_t)pg))
+		if (!map_get(e, fileid, &space) || !served_rebuilt(e, space, (uint32_t)pg) ||
+		    !holds_space(e, fileid, space))
 			continue;
 		if ((rc = hold_wait(e, n, space, (uint32_t)pg)) != 0)
 			break;
@@ -1374,6 +1424,18 @@ static bool served_rebuilt(struct ppl_engine *e, uint32_t space, uint32_t page_n
 {
 	uint64_t key = (uint64_t)space << 32 | page_no;
 	return e->pool != NULL && (e->gate_all || elided_has(e, key) || held_has(e, key));
+}
+
+/* Whether fileid is the file of the datadir followed that holds space:
+ * another datadir under the same export (mysql-test-run makes several)
+ * reuses the same space ids, and none of this datadir's records may reach
+ * its files. */
+static bool holds_space(struct ppl_engine *e, uint64_t fileid, uint32_t space)
+{
+	char path[4096];
+	struct stat st;
+	return e->dd && ppl_datadir_path(e->dd, space, path, sizeof(path)) == 0 && stat(path, &st) == 0 &&
+	       (uint64_t)st.st_ino == fileid;
 }
 
 /* Stripes cover 64 KiB units of a file, the largest InnoDB page, so every

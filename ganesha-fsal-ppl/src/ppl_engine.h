@@ -50,11 +50,12 @@ void ppl_engine_start_from_disk(struct ppl_engine *e);
  * elided). */
 int ppl_engine_log_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
 			 size_t len);
-/* The log file was replaced (ib_logfile101 renamed over it): start over. */
-void ppl_engine_log_replaced(struct ppl_engine *e);
+/* The log file was replaced (ib_logfile101 renamed over the file
+ * old_fileid, 0 if none): start over, if it was the log followed. */
+void ppl_engine_log_replaced(struct ppl_engine *e, uint64_t old_fileid);
 /* The log file was removed (a datadir removed): start over when a log is
- * written again. */
-void ppl_engine_log_gone(struct ppl_engine *e);
+ * written again, if it was the log followed. */
+void ppl_engine_log_gone(struct ppl_engine *e, uint64_t fileid);
 
 /* A read of a page file filled iov: rebuild the pages the index has
  * records for, in place. 0, or EIO when a page cannot be rebuilt (a wrong

@@ -283,7 +283,7 @@ void ppl_hook_unlink(struct ppl_hooks *h, const struct ppl_file *f)
 	if (ppl_class_has_pages(f->cls) || f->cls == PPL_FILE_UNRESOLVED)
 		ppl_engine_file_gone(h->engine, f->fileid);
 	else if (f->cls == PPL_FILE_REDO_LOG)
-		ppl_engine_log_gone(h->engine);
+		ppl_engine_log_gone(h->engine, f->fileid);
 }
 
 void ppl_hook_rename(struct ppl_hooks *h, const struct ppl_file *from, const struct ppl_file *to,
@@ -306,7 +306,7 @@ void ppl_hook_rename(struct ppl_hooks *h, const struct ppl_file *from, const str
 		 ppl_file_class_name(to->cls), to->name ? to->name : "?", from->fileid,
 		 replaced ? ", replacing " : "", replaced ? ppl_file_class_name(replaced->cls) : "");
 	if (to->cls == PPL_FILE_REDO_LOG && from->cls != PPL_FILE_REDO_LOG)
-		ppl_engine_log_replaced(h->engine);
+		ppl_engine_log_replaced(h->engine, replaced && replaced->cls == PPL_FILE_REDO_LOG ? replaced->fileid : 0);
 	else if (from->cls == PPL_FILE_REDO_LOG && to->cls != PPL_FILE_REDO_LOG)
-		ppl_engine_log_gone(h->engine);
+		ppl_engine_log_gone(h->engine, from->fileid);
 }
