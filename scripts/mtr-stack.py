@@ -69,7 +69,7 @@ def main():
                 same.catcher_total = {k: tot.get(k, 0) + v for k, v in r.catcher_total.items()}
             same.storage_summary = runner._add_verify(same.storage_summary, r.storage_summary)
             if r.build and r.build != same.build:
-                same.build = f"{same.build}; {r.build}"
+                same.build = f"{same.build}; {r.build}" if same.build else r.build
         path = a.report or os.path.join(ROOT, "tests", "mtr", "REPORT.md")
         cmds = sorted({r.setup.key + ": " + " ".join(shlex.quote(x) for x in r.command[:1] + ["..."]) for r in runs})
         report.write(path, runs, command=_invocation(),

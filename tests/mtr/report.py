@@ -54,9 +54,9 @@ def render(runs, command, notes=""):
         out.append("")
     if notes:
         out += [notes, ""]
-    out += ["## Set-ups", "", "| set-up | what |", "| --- | --- |"]
+    out += ["## Set-ups", "", "| set-up | what | build |", "| --- | --- | --- |"]
     for k in keys:
-        out.append(f"| {k} | {runner.SETUPS[k].title} |")
+        out.append(f"| {k} | {runner.SETUPS[k].title} | {by[k].build or '?'} |")
     out += ["", "## Summary", "",
             "| set-up | tests | pass | fail | skip | storage-node failure lines | divergences | pages verified "
             "identical | elided page writes | minutes | finished |",
