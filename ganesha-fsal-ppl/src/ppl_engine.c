@@ -112,6 +112,16 @@ struct ppl_engine {
 	 * written: another datadir's ib_logfile0 under the same export is not
 	 * this one's log (see ppl_engine_log_write). */
 	uint64_t log_fileid, log_write_ns, other_log_writes;
+	/* After a storage-node restart a client sends again the page writes
+	 * it had not seen committed (ppl-mount when the write verifier
+	 * changes, with MariaDB's first write after the restart, which may be
+	 * a checkpoint): until 30 s after MariaDB's first checkpoint since the
+	 * restart, a page image older than its file's is such a replay
+	 * (keep_newer_pages). Anywhere else an older image is a file written
+	 * by something else (mysql-test-run copying a datadir over one just
+	 * removed), which a disk would take. 0: no restart; UINT64_MAX: no
+	 * checkpoint since it. */
+	uint64_t replay_until_ns;
 	uint64_t superseded_writes, spaces_dropped, logs_copied_in;
 	uint32_t dw_page_size;         /* the largest page the pool's doublewrite slots hold */
 	uint64_t verify_same, verify_diverged, verify_skipped;
@@ -840,6 +850,8 @@ void ppl_engine_start_from_disk(struct ppl_engine *e)
 			e->log_fileid = (uint64_t)st.st_ino;
 		e->log_write_ns = now_ns();
 		start_ingest(e, TO_END);
+		if (e->started)
+			__atomic_store_n(&e->replay_until_ns, UINT64_MAX, __ATOMIC_RELEASE);
 		if (!e->started && e->building != NULL) {
 			/* not a usable log yet: the first log write tries again */
 			ppl_node_free(e->building);
@@ -865,6 +877,9 @@ static bool is_checkpoint_block(uint64_t off, size_t len)
  * ib_logfile0 under the export is taken for MariaDB's log (a datadir made
  * or copied next to the old one, as mysql-test-run does). */
 #define OTHER_LOG_QUIET_NS (5 * 1000000000ull)
+/* How long after MariaDB's first checkpoint since a restart a client's
+ * replays of older page writes are still expected. */
+#define REPLAY_AFTER_CHECKPOINT_NS (30 * 1000000000ull)
 
 int ppl_engine_log_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
 			 size_t len)
@@ -1238,6 +1253,24 @@ int ppl_engine_read(struct ppl_engine *e, uint64_t fileid, uint64_t off, struct 
 	return rc;
 }
 
+/* A page of a file was overwritten with bytes that are not that page: its
+ * records and its place in the elided set and the pool go (I7). */
+static void page_overwritten(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint32_t page_no)
+{
+	uint8_t hdr[38] = { 0 }; /* FIL_PAGE_DATA: the header page_written reads */
+	ppl_wr4(hdr + PPL_FIL_PAGE_OFFSET, page_no);
+	ppl_wr4(hdr + PPL_FIL_PAGE_SPACE_ID, space);
+	if (!ppl_node_page_info(n, space, page_no, &(struct ppl_node_page_info){ 0 }))
+		return;
+	ppl_node_page_written(n, hdr, UINT64_MAX);
+	if (e->pool)
+		ppl_pool_reclaim(e->pool, space, page_no, UINT64_MAX);
+	elided_put(e, (uint64_t)space << 32 | page_no, false);
+	LogEvent(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 " was overwritten with bytes that are not an "
+		 "InnoDB page of that position: it is served as written, and its records are dropped", e->datadir,
+		 space, page_no);
+}
+
 static void write_pages(struct ppl_engine *e, struct ppl_node *n, uint64_t fileid, uint64_t off,
 			const struct iovec *iov, int iovcnt, size_t len)
 {
@@ -1254,7 +1287,20 @@ static void write_pages(struct ppl_engine *e, struct ppl_node *n, uint64_t filei
 		/* Only a page written where it belongs is that page's new
 		 * base: not the doublewrite buffer's copies of other pages in
 		 * ibdata1, not zeros that extend a file. */
-		if (ppl_page_no(frame) != page_no || all_zero(frame, ps) || !page_space(e, fileid, frame, page_no, &space))
+		if (all_zero(frame, ps))
+			continue;
+		if (ppl_page_no(frame) != page_no) {
+			/* Not an InnoDB page of this position: bytes written over
+			 * a page by something else (a tool that corrupts a page on
+			 * purpose, a partial copy) -- the page is what was
+			 * written, and nothing the log said of it applies any
+			 * more. The doublewrite area of ibdata1, whose pages hold
+			 * copies of other pages, has no records of its own. */
+			if (file_space(e, fileid, &space))
+				page_overwritten(e, n, space, page_no);
+			continue;
+		}
+		if (!page_space(e, fileid, frame, page_no, &space))
 			continue;
 		/* A page this node never elided is MariaDB's page as of now:
 		 * InnoDB latches a page while writing it, so every change it
@@ -1502,6 +1548,17 @@ static void verify_write(struct ppl_engine *e, uint64_t off, const struct iovec 
 	struct ppl_node *n = node_of(e);
 	for (uint64_t p = off; n && p + ps <= off + len; p += ps) {
 		iov_copy((struct iovec *)iov, iovcnt, p - off, frame, ps, true);
+		/* Only a plain full_crc32 page is what the log describes:
+		 * ROW_FORMAT=COMPRESSED files (other page sizes, old
+		 * checksums) and page_compressed pages (the type's top bit, or
+		 * the old compressed types) are written in a form the redo
+		 * does not produce, and are never elided (libcatcher) or
+		 * rebuilt (served_rebuilt): not comparable. */
+		uint16_t type = ppl_page_type(frame);
+		if (!ppl_page_crc_ok(frame, ps) || (type & 0x8000u) || type == 34354u || type == 37401u) {
+			__atomic_add_fetch(&e->verify_skipped, 1, __ATOMIC_RELAXED);
+			continue;
+		}
 		int r = ppl_node_verify(n, frame, read_base, e);
 		__atomic_add_fetch(r > 0 ? &e->verify_same : r < 0 ? &e->verify_diverged : &e->verify_skipped, 1,
 				   __ATOMIC_RELAXED);
@@ -1517,14 +1574,15 @@ static void verify_write(struct ppl_engine *e, uint64_t off, const struct iovec 
  * since would put an old page back over one whose records are already
  * dropped. Such a page is replaced in the request by the file's newer
  * image, so the write changes nothing for it. Only with elision on
- * (otherwise every page the file holds came from the client in order).
- * Never for an LSN 0 image: that is a page written without redo (IMPORT
- * TABLESPACE), which a disk would take, and so does this node; a file
- * IMPORT converts keeps the LSNs of its pages or raises them. */
+ * (otherwise every page the file holds came from the client in order),
+ * only in the replay window after a restart (replay_until_ns), and never
+ * for an LSN 0 image: that is a page written without redo (IMPORT
+ * TABLESPACE), which a disk would take, and so does this node. */
 static void keep_newer_pages(struct ppl_engine *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len)
 {
 	size_t ps = e->page_size;
-	if (e->dd == NULL || ps == 0 || off % ps || len < ps)
+	if (e->dd == NULL || ps == 0 || off % ps || len < ps ||
+	    now_ns() >= __atomic_load_n(&e->replay_until_ns, __ATOMIC_ACQUIRE))
 		return;
 	uint8_t *in = aligned_alloc(4096, ps), *disk = aligned_alloc(4096, ps);
 	for (uint64_t p = off; in && disk && p + ps <= off + len; p += ps) {
@@ -1596,14 +1654,24 @@ void ppl_engine_read_end(struct ppl_engine *e, uint64_t fileid, uint64_t off, si
 
 /* The page's stripe, taken for materialization or for moving its records
  * to the pool: no write of MariaDB's to it is in flight meanwhile, and no
- * other thread works on it. -1 when no file holds the space. */
+ * other thread works on it. -1 when no file can be found for the space; 1
+ * (no stripe taken) when its file is gone and the space was dropped. */
 static int page_claim(struct ppl_engine *e, uint32_t space, uint32_t page_no, unsigned *stripe)
 {
 	char path[4096];
 	struct stat st;
-	if (ppl_datadir_path(e->dd, space, path, sizeof(path)) != 0 || stat(path, &st) != 0) {
-		/* Never forget records because a file cannot be found: the
-		 * decision only acknowledges pages of files it can find. */
+	bool named = ppl_datadir_path(e->dd, space, path, sizeof(path)) == 0;
+	if (!named || stat(path, &st) != 0) {
+		/* A file known to be gone -- the file the log or its page 0
+		 * named no longer exists, or the whole datadir went -- takes
+		 * its space's records with it (I7: MariaDB removed it, or
+		 * re-created undo tablespaces, or the datadir was removed or
+		 * replaced). Never forget records only because a file cannot
+		 * be found: the decision acknowledges pages of files it found. */
+		if ((named && errno == ENOENT) || (!named && access(e->datadir, F_OK) != 0)) {
+			drop_space(e, space, "its file is gone");
+			return 1;
+		}
 		LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be materialized: no file holds "
 			"space %" PRIu32, e->datadir, space, page_no, space);
 		return -1;
@@ -1745,8 +1813,9 @@ static int settle(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint
 static int with_page(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint32_t page_no, bool to_disk)
 {
 	unsigned s;
-	if (page_claim(e, space, page_no, &s) != 0)
-		return -1;
+	int claimed = page_claim(e, space, page_no, &s);
+	if (claimed != 0)
+		return claimed < 0 ? -1 : 0; /* a dropped space needs nothing more */
 	int rc = to_disk ? materialize(e, n, space, page_no) : settle(e, n, space, page_no);
 	page_release(e, s);
 	return rc;
@@ -1800,6 +1869,10 @@ static int checkpoint_gate(struct ppl_engine *e, uint64_t off, const struct iove
 	struct ppl_node *n = node_of(e);
 	int rc = n ? gate(e, n, ckpt, end) : 0;
 	rcu_read_unlock();
+	uint64_t until = UINT64_MAX;
+	if (rc == 0)
+		__atomic_compare_exchange_n(&e->replay_until_ns, &until, now_ns() + REPLAY_AFTER_CHECKPOINT_NS, false,
+					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 	return rc;
 }
 
