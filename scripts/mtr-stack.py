@@ -36,7 +36,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("tests", nargs="*", help="mtr test names (suite.test[,combination])")
     ap.add_argument("--suite", help="run a whole mtr suite (e.g. innodb)")
-    ap.add_argument("--subset", choices=["ci"], help="the CI subset (tests/mtr/subset.py)")
+    ap.add_argument("--subset", choices=["ci", "open"],
+                    help="the CI subset, or the chosen tests that are not in CI yet (tests/mtr/subset.py)")
     ap.add_argument("--setups", default="a,c,d", help="comma-separated set-ups among a,b,c,d,e (default a,c,d)")
     ap.add_argument("--workdir", help="where the runs go (local disk; default /tmp/mtr-stack-PID)")
     ap.add_argument("--report", help="markdown report to write")
@@ -84,6 +85,8 @@ def main():
     tests = list(a.tests)
     if a.subset == "ci":
         tests += subset.CI
+    elif a.subset == "open":
+        tests += list(subset.OPEN)
     if not tests and not a.suite:
         ap.error("name tests, --subset ci or --suite SUITE")
     workdir = os.path.abspath(a.workdir or f"/tmp/mtr-stack-{os.getpid()}")

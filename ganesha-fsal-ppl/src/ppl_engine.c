@@ -1302,18 +1302,16 @@ static void write_pages(struct ppl_engine *e, struct ppl_node *n, uint64_t filei
 		}
 		if (!page_space(e, fileid, frame, page_no, &space))
 			continue;
-		/* A page this node never elided is MariaDB's page as of now:
-		 * InnoDB latches a page while writing it, so every change it
-		 * logged for the page before the write is in the image, and a
-		 * record parsed by now that the image's LSN does not cover
-		 * belongs to a page that no longer exists (the image was
-		 * written without redo: IMPORT TABLESPACE's pages, a copy).
-		 * Should the image be a client's replay of an older write
-		 * (ppl-mount after a restart), MariaDB writes the page again
-		 * before it drops it from its buffer pool, and its own
-		 * recovery reads the log, not this index. A page that may be
-		 * elided keeps its newer records: they are its only copy. */
-		uint64_t superseded = served_rebuilt(e, space, page_no) ? 0 : parsed;
+		/* An LSN 0 image is a page written without redo (IMPORT
+		 * TABLESPACE writes its pages so): every record parsed by now
+		 * belongs to a page that no longer exists. Any other image
+		 * supersedes only what its LSN covers: a client may deliver a
+		 * page write after log writes of later changes to the page
+		 * (ppl-mount sends page writes unstable and commits only the
+		 * log file), and those records are newer than the image. A
+		 * page that may be elided keeps its newer records in any case:
+		 * they are its only copy. */
+		uint64_t superseded = ppl_page_lsn(frame) == 0 && !served_rebuilt(e, space, page_no) ? parsed : 0;
 		struct ppl_node_page_info before;
 		if (superseded > ppl_page_lsn(frame) && ppl_node_page_info(n, space, page_no, &before) &&
 		    before.last_lsn > ppl_page_lsn(frame))
