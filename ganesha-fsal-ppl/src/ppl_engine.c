@@ -1075,14 +1075,12 @@ static bool page_space(struct ppl_engine *e, uint64_t fileid, const uint8_t *pag
 		map_set(e, fileid, *space);
 		return true;
 	}
-	if (map_get(e, fileid, space))
-		return true;
-	/* a file none of whose pages reached the disk yet: the log named it */
-	if (e->dd && ppl_datadir_space_of(e->dd, fileid, space) == 0) {
-		map_set(e, fileid, *space);
-		return true;
-	}
-	return false;
+	/* else what its other pages said, or (a file none of whose pages
+	 * reached the disk yet) what the log named it */
+	if (!file_space(e, fileid, space))
+		return false;
+	map_set(e, fileid, *space);
+	return true;
 }
 
 /* FILE_CREATE and FILE_RENAME name the file of a space, which its page 0
