@@ -146,7 +146,7 @@ static bool still_there(const struct space_file *f)
  * being parsed. A file there whose page 0 names another space is not it
  * (an inode number reused after a removal this map never saw). The note
  * follows the file. The caller holds the write lock, after a scan. */
-static bool follow_rename(struct ppl_datadir *d, uint32_t space, char *out, size_t outlen)
+static bool follow_rename(struct ppl_datadir *d, uint32_t space, char *out, size_t outlen, uint64_t *ino)
 {
 	for (size_t i = d->nnotes; i-- > 0;) {
 		struct space_file *nt = &d->notes[i];
@@ -156,27 +156,31 @@ static bool follow_rename(struct ppl_datadir *d, uint32_t space, char *out, size
 			if (d->f[j].ino == nt->ino && (d->f[j].space == UINT32_MAX || d->f[j].space == space)) {
 				snprintf(nt->path, sizeof(nt->path), "%s", d->f[j].path);
 				snprintf(out, outlen, "%s", nt->path);
+				*ino = nt->ino;
 				return true;
 			}
 	}
 	return false;
 }
 
-/* Copies the path of the space's file into out; looks again once if the
- * space is not known (a table created or renamed since the last look). */
-static int find(struct ppl_datadir *d, uint32_t space, char *out, size_t outlen)
+/* Copies the path of the space's file into out and its inode into *ino (0:
+ * a note not bound to a file yet, matched by name); looks again once if
+ * the space is not known (a table created or renamed since the last look). */
+static int find(struct ppl_datadir *d, uint32_t space, char *out, size_t outlen, uint64_t *ino)
 {
 	for (int attempt = 0; attempt < 2; attempt++) {
 		pthread_rwlock_rdlock(&d->lock);
 		for (size_t i = 0; i < d->n; i++)
 			if (d->f[i].space == space && still_there(&d->f[i])) {
 				snprintf(out, outlen, "%s", d->f[i].path);
+				*ino = d->f[i].ino;
 				pthread_rwlock_unlock(&d->lock);
 				return 0;
 			}
 		for (size_t i = d->nnotes; i-- > 0;) /* the latest note wins */
 			if (d->notes[i].space == space && still_there(&d->notes[i])) {
 				snprintf(out, outlen, "%s", d->notes[i].path);
+				*ino = d->notes[i].ino;
 				pthread_rwlock_unlock(&d->lock);
 				return 0;
 			}
@@ -185,7 +189,7 @@ static int find(struct ppl_datadir *d, uint32_t space, char *out, size_t outlen)
 			pthread_rwlock_wrlock(&d->lock);
 			d->n = 0;
 			scan_dir(d, d->dir, 0);
-			bool moved = follow_rename(d, space, out, outlen);
+			bool moved = follow_rename(d, space, out, outlen, ino);
 			pthread_rwlock_unlock(&d->lock);
 			if (moved)
 				return 0;
@@ -210,6 +214,15 @@ int ppl_datadir_set_root(struct ppl_datadir *d, const char *dir)
 
 void ppl_datadir_bind(struct ppl_datadir *d, uint64_t ino, uint32_t space)
 {
+	struct stat st;
+	pthread_rwlock_wrlock(&d->lock);
+	/* notes that named this file before it existed name it only, now:
+	 * a later file under the same name is another */
+	for (size_t i = 0; i < d->nnotes; i++)
+		if (d->notes[i].space == space && d->notes[i].ino == 0 && stat(d->notes[i].path, &st) == 0 &&
+		    (uint64_t)st.st_ino == ino)
+			d->notes[i].ino = ino;
+	pthread_rwlock_unlock(&d->lock);
 	for (int attempt = 0; attempt < 2; attempt++) {
 		pthread_rwlock_wrlock(&d->lock);
 		for (size_t i = 0; i < d->n; i++)
@@ -289,34 +302,87 @@ int ppl_datadir_space_of(struct ppl_datadir *d, uint64_t ino, uint32_t *space)
 
 int ppl_datadir_path(struct ppl_datadir *d, uint32_t space, char *out, size_t outlen)
 {
-	return find(d, space, out, outlen);
+	uint64_t ino;
+	return find(d, space, out, outlen, &ino);
+}
+
+/* Opens the file that holds space, and only that file. The map can be a
+ * moment behind the directory: a file removed and another created under
+ * the same name (a datadir removed and copied again, undo tablespaces
+ * re-created, DROP and CREATE) must never receive, or lend its bytes to,
+ * the pages of the space that was there. So the file opened must be the
+ * inode the map bound (when it bound one), and its page 0, once written,
+ * must name the space. -1 with errno ENOENT when no file holds the space
+ * any more, ESTALE when the file under its name is another space's. */
+static int open_space(struct ppl_datadir *d, uint32_t space, int flags)
+{
+	char path[4096];
+	uint64_t ino = 0;
+	if (find(d, space, path, sizeof(path), &ino) != 0) {
+		errno = ENOENT;
+		return -1;
+	}
+	int fd = open(path, flags);
+	if (fd < 0)
+		return -1;
+	struct stat st;
+	uint8_t hdr[PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS + 4];
+	ssize_t got = pread(fd, hdr, sizeof(hdr), 0);
+	int err = 0;
+	if (fstat(fd, &st) != 0 || got < 0)
+		err = errno ? errno : EIO;
+	else if (ino != 0 && (uint64_t)st.st_ino != ino)
+		err = ESTALE;
+	else if (got == (ssize_t)sizeof(hdr) &&
+		 !(ppl_page_lsn(hdr) == 0 && ppl_rd4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS) == 0) &&
+		 ppl_rd4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_ID) != space)
+		err = ESTALE;
+	if (err) {
+		close(fd);
+		errno = err;
+		return -1;
+	}
+	return fd;
+}
+
+int ppl_datadir_check(struct ppl_datadir *d, uint32_t space, uint64_t *ino)
+{
+	int fd = open_space(d, space, O_RDONLY);
+	if (fd < 0)
+		return -1;
+	struct stat st;
+	int rc = fstat(fd, &st);
+	int err = errno;
+	close(fd);
+	if (rc == 0 && ino)
+		*ino = (uint64_t)st.st_ino;
+	errno = err;
+	return rc;
 }
 
 int ppl_datadir_read_page(void *arg, uint32_t space, uint32_t page_no, uint8_t *buf, size_t size)
 {
-	char path[4096];
-	if (find(arg, space, path, sizeof(path)) != 0)
-		return -1;
-	int fd = open(path, O_RDONLY);
+	int fd = open_space(arg, space, O_RDONLY);
 	if (fd < 0)
 		return -1;
 	ssize_t got = pread(fd, buf, size, (off_t)page_no * (off_t)size);
+	int err = errno;
 	close(fd);
 	if (got >= 0 && (size_t)got < size)
 		memset(buf + got, 0, size - (size_t)got); /* past the end: never written */
+	errno = err;
 	return got < 0 ? -1 : 0;
 }
 
 int ppl_datadir_write_page(void *arg, uint32_t space, uint32_t page_no, const uint8_t *buf, size_t size)
 {
-	char path[4096];
-	if (find(arg, space, path, sizeof(path)) != 0)
-		return -1;
-	int fd = open(path, O_WRONLY);
+	int fd = open_space(arg, space, O_RDWR); /* page 0 is read first */
 	if (fd < 0)
 		return -1;
 	ssize_t put = pwrite(fd, buf, size, (off_t)page_no * (off_t)size);
 	int rc = put == (ssize_t)size && fdatasync(fd) == 0 ? 0 : -1;
+	int err = put >= 0 && put < (ssize_t)size ? ENOSPC : errno;
 	close(fd);
+	errno = err;
 	return rc;
 }

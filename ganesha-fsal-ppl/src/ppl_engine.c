@@ -1655,16 +1655,23 @@ void ppl_engine_read_end(struct ppl_engine *e, uint64_t fileid, uint64_t off, si
 static int page_claim(struct ppl_engine *e, uint32_t space, uint32_t page_no, unsigned *stripe)
 {
 	char path[4096];
-	struct stat st;
+	uint64_t ino = 0;
 	bool named = ppl_datadir_path(e->dd, space, path, sizeof(path)) == 0;
-	if (!named || stat(path, &st) != 0) {
+	if (!named || ppl_datadir_check(e->dd, space, &ino) != 0) {
 		/* A file known to be gone -- the file the log or its page 0
-		 * named no longer exists, or the whole datadir went -- takes
-		 * its space's records with it (I7: MariaDB removed it, or
-		 * re-created undo tablespaces, or the datadir was removed or
-		 * replaced). Never forget records only because a file cannot
-		 * be found: the decision acknowledges pages of files it found. */
-		if ((named && errno == ENOENT) || (!named && access(e->datadir, F_OK) != 0)) {
+		 * named no longer exists, or another file (another space's:
+		 * its inode or its page 0 says so) took its name, or the
+		 * whole datadir went -- takes its space's records with it
+		 * (I7: MariaDB removed it, or re-created undo tablespaces, or
+		 * the datadir was removed or replaced by a copy). Never forget
+		 * records only because a file cannot be found: the decision
+		 * acknowledges pages of files it found. */
+		if (named && (errno == ENOENT || errno == ESTALE)) {
+			drop_space(e, space, errno == ENOENT ? "its file is gone"
+							     : "its file was replaced by another space's file");
+			return 1;
+		}
+		if (!named && access(e->datadir, F_OK) != 0) {
 			drop_space(e, space, "its file is gone");
 			return 1;
 		}
@@ -1672,7 +1679,7 @@ static int page_claim(struct ppl_engine *e, uint32_t space, uint32_t page_no, un
 			"space %" PRIu32, e->datadir, space, page_no, space);
 		return -1;
 	}
-	unsigned s = stripe_of((uint64_t)st.st_ino, ((uint64_t)page_no * e->page_size) >> STRIPE_SHIFT);
+	unsigned s = stripe_of(ino, ((uint64_t)page_no * e->page_size) >> STRIPE_SHIFT);
 	pthread_mutex_lock(&e->stripe_lock);
 	while (e->busy[s] || e->inflight[s])
 		pthread_cond_wait(&e->stripe_cond, &e->stripe_lock);

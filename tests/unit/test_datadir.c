@@ -1,6 +1,8 @@
 /* The datadir map: spaces found from page 0 and from bindings, a file
  * renamed after its space was learned from its inode, and a file under a
- * binding's inode that names another space refused. */
+ * binding's inode that names another space refused; page reads and
+ * writes refused for a file under the space's name that is not its file. */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,8 +117,46 @@ int main(void)
 	ppl_datadir_forget(d, blank);
 	CHECK(ppl_datadir_path(d, 6, out, sizeof(out)) == -1);
 
+	/* Pages go only to the file that holds the space. A note from the
+	 * log names a file before it exists; the file created under that
+	 * name whose page 0 names another space is not the space's file:
+	 * nothing is written to it, nothing read from it. */
+	uint8_t pg[PS];
+	memset(pg, 0xa5, sizeof(pg));
+	ppl_datadir_note(d, 13, "./db/n.ibd");
+	uint64_t n_ino = make_file("db/n.ibd", 15);
+	errno = 0;
+	CHECK(ppl_datadir_check(d, 13, NULL) == -1 && errno == ESTALE);
+	CHECK(ppl_datadir_write_page(d, 13, 1, pg, PS) == -1 && errno == ESTALE);
+	CHECK(ppl_datadir_read_page(d, 13, 0, pg, PS) == -1 && errno == ESTALE);
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/db/n.ibd", root);
+	CHECK(stat(p, &st) == 0 && st.st_size == PS); /* not extended by the refused write */
+	uint64_t ino = 0;
+	CHECK(ppl_datadir_check(d, 15, &ino) == 0 && ino == n_ino);
+
+	/* a file whose page 0 is not written yet takes the pages of the
+	 * space the log named it for; once it is removed and another file
+	 * takes the name (a datadir copied again), the space has no file */
+	memset(pg, 0xa5, sizeof(pg));
+	ppl_datadir_note(d, 16, "./db/m.ibd");
+	make_file("db/m.ibd", 0);
+	CHECK(ppl_datadir_write_page(d, 16, 1, pg, PS) == 0);
+	uint64_t m_ino = 0;
+	CHECK(ppl_datadir_check(d, 16, &m_ino) == 0);
+	ppl_datadir_bind(d, m_ino, 16);
+	snprintf(p, sizeof(p), "%s/db/m.ibd", root);
+	CHECK(unlink(p) == 0);
+	errno = 0;
+	CHECK(ppl_datadir_check(d, 16, NULL) == -1 && errno == ENOENT);
+	ppl_datadir_forget(d, m_ino); /* as the storage node does when it sees the unlink */
+	make_file("db/keep.ibd", 0); /* may reuse the inode number */
+	make_file("db/m.ibd", 0);
+	CHECK(ppl_datadir_write_page(d, 16, 1, pg, PS) == -1);
+	CHECK(stat(p, &st) == 0 && st.st_size == PS);
+
 	ppl_datadir_close(d);
-	const char *left[] = { "db/a2.ibd", "db/b3.ibd", "db/c2.ibd" };
+	const char *left[] = { "db/a2.ibd", "db/b3.ibd", "db/c2.ibd", "db/n.ibd", "db/m.ibd", "db/keep.ibd" };
 	for (size_t i = 0; i < sizeof(left) / sizeof(left[0]); i++) {
 		snprintf(p, sizeof(p), "%s/%s", root, left[i]);
 		unlink(p);

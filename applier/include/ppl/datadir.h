@@ -32,8 +32,14 @@ void ppl_datadir_forget(struct ppl_datadir *d, uint64_t ino);
 int ppl_datadir_space_of(struct ppl_datadir *d, uint64_t ino, uint32_t *space);
 /* The path of the space's file into out: 0, or -1 if there is none. */
 int ppl_datadir_path(struct ppl_datadir *d, uint32_t space, char *out, size_t outlen);
+/* Whether the space's file is there and is still that space's file (the
+ * inode the map bound, page 0 naming the space once written): 0 with its
+ * inode in *ino (may be NULL), or -1 with errno ENOENT (no file holds the
+ * space any more) or ESTALE (the file under its name is another space's). */
+int ppl_datadir_check(struct ppl_datadir *d, uint32_t space, uint64_t *ino);
 /* Shaped as ppl_pool_page_read_fn / _write_fn; arg is the datadir. A page
- * past the end of its file reads as zeros. write: 0 once durable. */
+ * past the end of its file reads as zeros. write: 0 once durable. Both
+ * touch only the file ppl_datadir_check accepts (errno as there). */
 int ppl_datadir_read_page(void *arg, uint32_t space, uint32_t page_no, uint8_t *buf, size_t size);
 int ppl_datadir_write_page(void *arg, uint32_t space, uint32_t page_no, const uint8_t *buf, size_t size);
 
