@@ -207,6 +207,11 @@ int ppl_datadir_set_root(struct ppl_datadir *d, const char *dir)
 	free(d->dir);
 	d->dir = copy;
 	d->n = 0;
+	/* What the old datadir's log said, and the bindings learned from
+	 * its files, name that datadir's files: space ids repeat from one
+	 * datadir to the next (mysql-test-run bootstraps several under one
+	 * export), and a page of this one must never reach those. */
+	d->nnotes = 0;
 	scan_dir(d, d->dir, 0);
 	pthread_rwlock_unlock(&d->lock);
 	return 0;
@@ -314,13 +319,20 @@ int ppl_datadir_path(struct ppl_datadir *d, uint32_t space, char *out, size_t ou
  * inode the map bound (when it bound one), and its page 0, once written,
  * must name the space. -1 with errno ENOENT when no file holds the space
  * any more, ESTALE when the file under its name is another space's. */
-static int open_space(struct ppl_datadir *d, uint32_t space, int flags)
+static int open_space(struct ppl_datadir *d, uint32_t space, uint64_t want, int flags)
 {
 	char path[4096];
 	uint64_t ino = 0;
 	if (find(d, space, path, sizeof(path), &ino) != 0) {
 		errno = ENOENT;
 		return -1;
+	}
+	if (want != 0) {
+		if (ino != 0 && ino != want) {
+			errno = ESTALE; /* the map has moved on to another file */
+			return -1;
+		}
+		ino = want;
 	}
 	int fd = open(path, flags);
 	if (fd < 0)
@@ -347,7 +359,7 @@ static int open_space(struct ppl_datadir *d, uint32_t space, int flags)
 
 int ppl_datadir_check(struct ppl_datadir *d, uint32_t space, uint64_t *ino)
 {
-	int fd = open_space(d, space, O_RDONLY);
+	int fd = open_space(d, space, 0, O_RDONLY);
 	if (fd < 0)
 		return -1;
 	struct stat st;
@@ -360,9 +372,10 @@ int ppl_datadir_check(struct ppl_datadir *d, uint32_t space, uint64_t *ino)
 	return rc;
 }
 
-int ppl_datadir_read_page(void *arg, uint32_t space, uint32_t page_no, uint8_t *buf, size_t size)
+int ppl_datadir_read_page_of(struct ppl_datadir *d, uint32_t space, uint64_t ino, uint32_t page_no, uint8_t *buf,
+			     size_t size)
 {
-	int fd = open_space(arg, space, O_RDONLY);
+	int fd = open_space(d, space, ino, O_RDONLY);
 	if (fd < 0)
 		return -1;
 	ssize_t got = pread(fd, buf, size, (off_t)page_no * (off_t)size);
@@ -374,9 +387,10 @@ int ppl_datadir_read_page(void *arg, uint32_t space, uint32_t page_no, uint8_t *
 	return got < 0 ? -1 : 0;
 }
 
-int ppl_datadir_write_page(void *arg, uint32_t space, uint32_t page_no, const uint8_t *buf, size_t size)
+int ppl_datadir_write_page_of(struct ppl_datadir *d, uint32_t space, uint64_t ino, uint32_t page_no,
+			      const uint8_t *buf, size_t size)
 {
-	int fd = open_space(arg, space, O_RDWR); /* page 0 is read first */
+	int fd = open_space(d, space, ino, O_RDWR); /* page 0 is read first */
 	if (fd < 0)
 		return -1;
 	ssize_t put = pwrite(fd, buf, size, (off_t)page_no * (off_t)size);
@@ -385,4 +399,14 @@ int ppl_datadir_write_page(void *arg, uint32_t space, uint32_t page_no, const ui
 	close(fd);
 	errno = err;
 	return rc;
+}
+
+int ppl_datadir_read_page(void *arg, uint32_t space, uint32_t page_no, uint8_t *buf, size_t size)
+{
+	return ppl_datadir_read_page_of(arg, space, 0, page_no, buf, size);
+}
+
+int ppl_datadir_write_page(void *arg, uint32_t space, uint32_t page_no, const uint8_t *buf, size_t size)
+{
+	return ppl_datadir_write_page_of(arg, space, 0, page_no, buf, size);
 }

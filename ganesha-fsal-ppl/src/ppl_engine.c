@@ -354,6 +354,8 @@ static bool find_log(const char *dir, uint64_t ino, int depth, char *out, size_t
 	return found;
 }
 
+static void pool_forget_datadir(struct ppl_engine *e, const char *old);
+
 static bool locate_datadir(struct ppl_engine *e, uint64_t log_fileid)
 {
 	char dir[4096];
@@ -364,6 +366,8 @@ static bool locate_datadir(struct ppl_engine *e, uint64_t log_fileid)
 	char *d = strdup(dir);
 	if (d == NULL)
 		return false;
+	if (e->pool)
+		pool_forget_datadir(e, e->datadir);
 	free(e->datadir);
 	e->datadir = d;
 	if (e->dd)
@@ -654,6 +658,28 @@ static void collect_pool_page(void *arg, uint32_t space, uint32_t page_no, const
 {
 	(void)i;
 	key_list_add(arg, space, page_no);
+}
+
+/* Another datadir is followed now. detach() wrote the old one's pages
+ * back to its files; whatever the pool still holds is that datadir's and
+ * must never be put back into the index of this one, whose space ids are
+ * the same numbers for other files. */
+static void pool_forget_datadir(struct ppl_engine *e, const char *old)
+{
+	struct key_list k = { 0 };
+	ppl_pool_for_each_page(e->pool, collect_pool_page, &k);
+	uint64_t dropped = 0;
+	for (size_t i = 0; i < k.n; i++) {
+		uint32_t space = (uint32_t)(k.keys[i] >> 32);
+		if (i == 0 || space != (uint32_t)(k.keys[i - 1] >> 32))
+			dropped += ppl_pool_drop_space(e->pool, space);
+	}
+	free(k.keys);
+	if (dropped)
+		LogCrit(COMPONENT_FSAL, "PPL: %s: %" PRIu64 " page(s) of the datadir followed before could not be "
+			"written back to its files (see the lines above) and are dropped from the pool: they "
+			"belong to that datadir, not to the one followed now, and its files lack their newest "
+			"versions; do not start MariaDB on %s again without a backup", old, dropped, old);
 }
 
 struct pool_load {
@@ -1652,7 +1678,7 @@ void ppl_engine_read_end(struct ppl_engine *e, uint64_t fileid, uint64_t off, si
  * to the pool: no write of MariaDB's to it is in flight meanwhile, and no
  * other thread works on it. -1 when no file can be found for the space; 1
  * (no stripe taken) when its file is gone and the space was dropped. */
-static int page_claim(struct ppl_engine *e, uint32_t space, uint32_t page_no, unsigned *stripe)
+static int page_claim(struct ppl_engine *e, uint32_t space, uint32_t page_no, unsigned *stripe, uint64_t *inop)
 {
 	char path[4096];
 	uint64_t ino = 0;
@@ -1686,6 +1712,7 @@ static int page_claim(struct ppl_engine *e, uint32_t space, uint32_t page_no, un
 	e->busy[s] = 1;
 	pthread_mutex_unlock(&e->stripe_lock);
 	*stripe = s;
+	*inop = ino;
 	return 0;
 }
 
@@ -1715,7 +1742,7 @@ static void page_settled(struct ppl_engine *e, struct ppl_node *n, const uint8_t
 /* Writes the page as the index has it, through a doublewrite slot, unless
  * the data file already holds it; then it is the page's base. The caller
  * holds the page's stripe. */
-static int materialize(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint32_t page_no)
+static int materialize(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t ino)
 {
 	size_t ps = e->page_size;
 	int rc = -1;
@@ -1723,9 +1750,9 @@ static int materialize(struct ppl_engine *e, struct ppl_node *n, uint32_t space,
 	bool changed = false;
 	struct ppl_apply_error aerr;
 	char err[256];
-	if (frame == NULL || ppl_datadir_read_page(e->dd, space, page_no, frame, ps) != 0) {
-		LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be read to materialize it",
-			e->datadir, space, page_no);
+	if (frame == NULL || ppl_datadir_read_page_of(e->dd, space, ino, page_no, frame, ps) != 0) {
+		LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be read to materialize it: %s",
+			e->datadir, space, page_no, frame == NULL ? "out of memory" : strerror(errno));
 	} else if (ppl_node_rebuild(n, space, page_no, frame, UINT64_MAX, &changed, &aerr) != PPL_APPLY_OK) {
 		LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be rebuilt to materialize it "
 			"(%s)", e->datadir, space, page_no, aerr.msg);
@@ -1737,7 +1764,7 @@ static int materialize(struct ppl_engine *e, struct ppl_node *n, uint32_t space,
 		if (slot < 0) {
 			LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 ": %s", e->datadir, space, page_no,
 				err);
-		} else if (ppl_datadir_write_page(e->dd, space, page_no, frame, ps) != 0) {
+		} else if (ppl_datadir_write_page_of(e->dd, space, ino, page_no, frame, ps) != 0) {
 			LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 " could not be written to its "
 				"file: %s; its doublewrite slot is kept", e->datadir, space, page_no, strerror(errno));
 		} else {
@@ -1784,15 +1811,15 @@ static int chunk_to_pool(void *arg, uint64_t start_lsn, uint64_t end_lsn, bool f
  * materialized: it names its file's space, and after a restart the pool's
  * records are found a file only through it. The caller holds the
  * page's stripe. */
-static int settle(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint32_t page_no)
+static int settle(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t ino)
 {
 	struct ppl_pool_page_info pi;
 	struct to_pool t = { .pool = e->pool, .space = space, .page_no = page_no, .st = PPL_POOL_OK };
 	if (page_no == 0)
-		return materialize(e, n, space, page_no);
+		return materialize(e, n, space, page_no, ino);
 	if (ppl_pool_page_info(e->pool, space, page_no, &pi)) {
 		if (pi.spilled || pi.damaged)
-			return materialize(e, n, space, page_no);
+			return materialize(e, n, space, page_no, ino);
 		t.have = pi.last_lsn;
 	}
 	ppl_node_page_chunks(n, space, page_no, chunk_to_pool, &t);
@@ -1802,7 +1829,7 @@ static int settle(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint
 		__atomic_add_fetch(t.st == PPL_POOL_FULL ? &e->pool_full : &e->pool_over_cap, 1, __ATOMIC_RELAXED);
 		if (t.st == PPL_POOL_FULL)
 			pthread_cond_broadcast(&e->work_cond); /* wake the cleaner */
-		return materialize(e, n, space, page_no);
+		return materialize(e, n, space, page_no, ino);
 	}
 	if (t.appended) {
 		ppl_node_rehome(n, space, page_no);
@@ -1816,10 +1843,11 @@ static int settle(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint
 static int with_page(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint32_t page_no, bool to_disk)
 {
 	unsigned s;
-	int claimed = page_claim(e, space, page_no, &s);
+	uint64_t ino;
+	int claimed = page_claim(e, space, page_no, &s, &ino);
 	if (claimed != 0)
 		return claimed < 0 ? -1 : 0; /* a dropped space needs nothing more */
-	int rc = to_disk ? materialize(e, n, space, page_no) : settle(e, n, space, page_no);
+	int rc = to_disk ? materialize(e, n, space, page_no, ino) : settle(e, n, space, page_no, ino);
 	page_release(e, s);
 	return rc;
 }

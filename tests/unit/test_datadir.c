@@ -155,6 +155,16 @@ int main(void)
 	CHECK(ppl_datadir_write_page(d, 16, 1, pg, PS) == -1);
 	CHECK(stat(p, &st) == 0 && st.st_size == PS);
 
+	/* another datadir followed: what this one's log and files said
+	 * names nothing there, although the space ids repeat */
+	ppl_datadir_note(d, 20, "./db/x.ibd");
+	char other_root[300];
+	snprintf(other_root, sizeof(other_root), "%s/db", root);
+	CHECK(ppl_datadir_set_root(d, other_root) == 0);
+	CHECK(ppl_datadir_path(d, 13, out, sizeof(out)) == -1); /* a note of the old root */
+	CHECK(ppl_datadir_path(d, 6, out, sizeof(out)) == -1);  /* a binding of the old root */
+	CHECK(ppl_datadir_check(d, 15, NULL) == 0);             /* page 0 of a file under the new root */
+
 	ppl_datadir_close(d);
 	const char *left[] = { "db/a2.ibd", "db/b3.ibd", "db/c2.ibd", "db/n.ibd", "db/m.ibd", "db/keep.ibd" };
 	for (size_t i = 0; i < sizeof(left) / sizeof(left[0]); i++) {

@@ -42,5 +42,12 @@ int ppl_datadir_check(struct ppl_datadir *d, uint32_t space, uint64_t *ino);
  * touch only the file ppl_datadir_check accepts (errno as there). */
 int ppl_datadir_read_page(void *arg, uint32_t space, uint32_t page_no, uint8_t *buf, size_t size);
 int ppl_datadir_write_page(void *arg, uint32_t space, uint32_t page_no, const uint8_t *buf, size_t size);
+/* The same, only if the space's file is still the file with inode ino (as
+ * ppl_datadir_check gave it; 0: any the check accepts): work begun on one
+ * file never lands in the file that replaced it meanwhile (ESTALE). */
+int ppl_datadir_read_page_of(struct ppl_datadir *d, uint32_t space, uint64_t ino, uint32_t page_no, uint8_t *buf,
+			     size_t size);
+int ppl_datadir_write_page_of(struct ppl_datadir *d, uint32_t space, uint64_t ino, uint32_t page_no,
+			      const uint8_t *buf, size_t size);
 
 #endif
