@@ -62,7 +62,12 @@ static void add_file(struct ppl_datadir *d, const char *path)
 	 * says nothing: the space is bound later (ppl_datadir_bind, or a
 	 * FILE_CREATE note). */
 	bool blank = ppl_page_lsn(hdr) == 0 && ppl_rd4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS) == 0;
-	e->space = blank ? UINT32_MAX : ppl_rd4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_ID);
+	/* ibdata1 is space 0 by InnoDB's naming, whatever its page 0 holds
+	 * yet: a datadir being created has its page 0 elided like any other
+	 * page, and it can only be materialized once its file is known. */
+	const char *base = strrchr(path, '/');
+	bool sys = strcmp(base ? base + 1 : path, "ibdata1") == 0;
+	e->space = sys ? 0 : blank ? UINT32_MAX : ppl_rd4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_ID);
 	e->ino = (uint64_t)st.st_ino;
 	snprintf(e->path, sizeof(e->path), "%s", path);
 }

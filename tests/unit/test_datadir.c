@@ -155,6 +155,12 @@ int main(void)
 	CHECK(ppl_datadir_write_page(d, 16, 1, pg, PS) == -1);
 	CHECK(stat(p, &st) == 0 && st.st_size == PS);
 
+	/* ibdata1 is space 0 even before its page 0 is written */
+	make_file("ibdata1", 0);
+	snprintf(p, sizeof(p), "%s/ibdata1", root);
+	CHECK(ppl_datadir_path(d, 0, out, sizeof(out)) == 0 && strcmp(out, p) == 0);
+	CHECK(unlink(p) == 0);
+
 	/* another datadir followed: what this one's log and files said
 	 * names nothing there, although the space ids repeat */
 	ppl_datadir_note(d, 20, "./db/x.ibd");
