@@ -669,17 +669,22 @@ static void pool_forget_datadir(struct ppl_engine *e, const char *old)
 	struct key_list k = { 0 };
 	ppl_pool_for_each_page(e->pool, collect_pool_page, &k);
 	uint64_t dropped = 0;
-	for (size_t i = 0; i < k.n; i++) {
+	char some[96] = "";
+	for (size_t i = 0, at = 0; i < k.n; i++) {
 		uint32_t space = (uint32_t)(k.keys[i] >> 32);
+		if (i < 4 && at < sizeof(some))
+			at += (size_t)snprintf(some + at, sizeof(some) - at, "%s%" PRIu32 ":%" PRIu32, i ? ", " : "",
+					       space, (uint32_t)k.keys[i]);
 		if (i == 0 || space != (uint32_t)(k.keys[i - 1] >> 32))
 			dropped += ppl_pool_drop_space(e->pool, space);
 	}
 	free(k.keys);
 	if (dropped)
-		LogCrit(COMPONENT_FSAL, "PPL: %s: %" PRIu64 " page(s) of the datadir followed before could not be "
-			"written back to its files (see the lines above) and are dropped from the pool: they "
-			"belong to that datadir, not to the one followed now, and its files lack their newest "
-			"versions; do not start MariaDB on %s again without a backup", old, dropped, old);
+		LogCrit(COMPONENT_FSAL, "PPL: %s: %" PRIu64 " page(s) of the datadir followed before (%s%s) could "
+			"not be written back to its files (see the lines above) and are dropped from the pool: "
+			"they belong to that datadir, not to the one followed now, and its files lack their "
+			"newest versions; do not start MariaDB on %s again without a backup", old, dropped, some,
+			k.n > 4 ? ", ..." : "", old);
 }
 
 struct pool_load {
@@ -1093,11 +1098,29 @@ static bool all_zero(const uint8_t *p, size_t n)
 
 /* The space a page belongs to: its header says, or (a page never written)
  * what the file's other pages said. */
+/* Whether the datadir followed has another file, there now, for space. */
+static bool other_file_holds(struct ppl_engine *e, uint64_t fileid, uint32_t space)
+{
+	char path[4096];
+	struct stat st;
+	return e->dd && ppl_datadir_path(e->dd, space, path, sizeof(path)) == 0 && stat(path, &st) == 0 &&
+	       (uint64_t)st.st_ino != fileid;
+}
+
 static bool page_space(struct ppl_engine *e, uint64_t fileid, const uint8_t *page, uint32_t page_no,
 		       uint32_t *space)
 {
 	if (ppl_page_no(page) == page_no && !all_zero(page, e->page_size)) {
 		*space = ppl_page_space(page);
+		/* A page file copied under another name (a backup, the
+		 * .ibd copied for IMPORT TABLESPACE) carries its space's
+		 * pages; they are not that space's pages while the space's
+		 * own file is elsewhere: no base, no binding (I7). */
+		uint32_t known;
+		if (map_get(e, fileid, &known) && known == *space)
+			return true; /* the usual case, without a look at the datadir */
+		if (other_file_holds(e, fileid, *space))
+			return false;
 		map_set(e, fileid, *space);
 		return true;
 	}
@@ -1342,7 +1365,10 @@ static void write_pages(struct ppl_engine *e, struct ppl_node *n, uint64_t filei
 			__atomic_add_fetch(&e->superseded_writes, 1, __ATOMIC_RELAXED);
 		ppl_node_page_written(n, frame, superseded);
 		if (e->pool) {
-			ppl_pool_reclaim(e->pool, space, ppl_page_no(frame), ppl_page_lsn(frame));
+			/* the pool lets go of what the index let go of: records
+			 * left there would come back at the next ingest start */
+			uint64_t upto = superseded > ppl_page_lsn(frame) ? superseded : ppl_page_lsn(frame);
+			ppl_pool_reclaim(e->pool, space, ppl_page_no(frame), upto);
 			/* still elided while records newer than this image
 			 * wait (a replayed old write, see keep_newer_pages) */
 			struct ppl_node_page_info info;
