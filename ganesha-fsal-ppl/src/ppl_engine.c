@@ -155,6 +155,7 @@ static bool served_rebuilt(struct ppl_engine *e, uint32_t space, uint32_t page_n
 static bool holds_space(struct ppl_engine *e, uint64_t fileid, uint32_t space);
 static bool held_has(struct ppl_engine *e, uint64_t key);
 static void detach(struct ppl_engine *e, const char *why);
+static void write_back_pool(struct ppl_engine *e);
 static size_t elided_drop_space(struct ppl_engine *e, uint32_t space);
 
 /* The published node. Outside log_lock, only inside an RCU read-side
@@ -1015,6 +1016,8 @@ static void detach(struct ppl_engine *e, const char *why)
 	if (old && e->pool)
 		materialize_elided(e, old);
 	rcu_read_unlock();
+	if (e->pool && e->dd && e->page_size)
+		write_back_pool(e);
 	pthread_mutex_lock(&e->log_lock);
 	ppl_node_free(e->building);
 	e->building = NULL;
@@ -1994,6 +1997,58 @@ static void materialize_elided(struct ppl_engine *e, struct ppl_node *n)
 	else if (d.l.n)
 		LogEvent(COMPONENT_FSAL, "PPL: %s: %zu page(s) kept in the pool or memory written to their data "
 			 "files", e->datadir, d.l.n);
+}
+
+/* The pool can hold records of pages the index no longer lists (kept
+ * there past MariaDB's checkpoint, when the log no longer has them). When
+ * the log is left behind (detach) they are written to their files from
+ * the file's page and the pool's records, so that nothing of this datadir
+ * waits in the pool for a log that will not come back, and nothing of it
+ * is put back into the index of another datadir. */
+static void write_back_pool(struct ppl_engine *e)
+{
+	struct key_list k = { 0 };
+	ppl_pool_for_each_page(e->pool, collect_pool_page, &k);
+	if (k.n == 0) {
+		free(k.keys);
+		return;
+	}
+	struct ppl_node_config c = { .page_size = e->page_size, .log = node_log, .log_arg = e };
+	struct ppl_node *tmp = ppl_node_new(&c);
+	uint8_t *frame = aligned_alloc(4096, e->page_size);
+	size_t written = 0, failed = 0;
+	pthread_mutex_lock(&e->gate_lock);
+	for (size_t i = 0; tmp && frame && i < k.n; i++) {
+		struct pool_load l = { .n = tmp, .space = (uint32_t)(k.keys[i] >> 32), .page_no = (uint32_t)k.keys[i],
+				       .before = UINT64_MAX };
+		if (ppl_datadir_read_page(e->dd, l.space, l.page_no, frame, e->page_size) == 0 &&
+		    ppl_page_no(frame) == l.page_no && ppl_page_space(frame) == l.space)
+			l.file_lsn = ppl_page_lsn(frame);
+		if (ppl_pool_records(e->pool, l.space, l.page_no, pool_rec_to_node, &l) != PPL_POOL_OK || l.failed) {
+			failed++;
+			continue;
+		}
+		if (l.added == 0) {
+			ppl_pool_reclaim(e->pool, l.space, l.page_no, UINT64_MAX); /* the file holds it */
+			continue;
+		}
+		if (with_page(e, tmp, l.space, l.page_no, true) == 0)
+			written++;
+		else
+			failed++;
+	}
+	pthread_mutex_unlock(&e->gate_lock);
+	if (tmp == NULL || frame == NULL)
+		failed = k.n;
+	ppl_node_free(tmp);
+	free(frame);
+	free(k.keys);
+	if (failed)
+		LogCrit(COMPONENT_FSAL, "PPL: %s: %zu page(s) kept in the pool could not be written to their data "
+			"files; they stay in the pool", e->datadir, failed);
+	else if (written)
+		LogEvent(COMPONENT_FSAL, "PPL: %s: %zu page(s) kept in the pool past MariaDB's checkpoint written to "
+			 "their data files", e->datadir, written);
 }
 
 /* ---- background apply ----------------------------------------------------- */
