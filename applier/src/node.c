@@ -308,16 +308,22 @@ static void queue_event(struct ppl_node *n, const struct ppl_node_file_event *e)
 	n->ev_tail = &pe->next;
 }
 
-static void drop_space_locked(struct ppl_node *n, uint32_t space)
+/* Drops the records of the space's pages from first_page on. */
+static void drop_pages_locked(struct ppl_node *n, uint32_t space, uint32_t first_page)
 {
 	for (size_t i = 0; i < n->map_cap; i++) {
 		struct npage *p = n->map[i];
-		if (p && key_space(p->key) == space) {
+		if (p && key_space(p->key) == space && key_page(p->key) >= first_page) {
 			drop_chunks(n, p);
 			p->from_init = p->freed = p->diverged = false;
 			p->init_lsn = 0;
 		}
 	}
+}
+
+static void drop_space_locked(struct ppl_node *n, uint32_t space)
+{
+	drop_pages_locked(n, space, 0);
 }
 
 static void copy_name(char *dst, const uint8_t *src, size_t len)
@@ -389,12 +395,13 @@ static int on_mtr(void *arg, const struct ppl_mtr *m)
 			break;
 		}
 		case PPL_RK_TRIM:
-			/* recv_sys_t::trim(): the undo tablespace is recreated;
-			 * all earlier log for it is void. */
+			/* recv_sys_t::trim(): the undo tablespace shrinks to
+			 * r.page_no pages; the earlier log of the pages past
+			 * that is void. The pages below keep theirs, as in
+			 * MariaDB's recovery: the truncation rewrites some of
+			 * them with plain writes on top of what they held. */
 			n->st.rec_by_ext[PPL_EXT_TRIM_PAGES]++;
-			drop_space_locked(n, r.space_id);
-			if (n->cfg.on_drop_space)
-				n->cfg.on_drop_space(n->cfg.sink_arg, r.space_id);
+			drop_pages_locked(n, r.space_id, r.page_no);
 			memset(&ev, 0, sizeof ev);
 			ev.type = PPL_EXT_TRIM_PAGES;
 			ev.space_id = r.space_id;

@@ -157,6 +157,7 @@ static bool held_has(struct ppl_engine *e, uint64_t key);
 static void detach(struct ppl_engine *e, const char *why);
 static void write_back_pool(struct ppl_engine *e);
 static size_t elided_drop_space(struct ppl_engine *e, uint32_t space);
+static size_t elided_drop_pages(struct ppl_engine *e, uint32_t space, uint32_t first_page);
 
 /* The published node. Outside log_lock, only inside an RCU read-side
  * section (urcu-bp: every thread registers itself): a node replaced
@@ -661,6 +662,17 @@ static void collect_pool_page(void *arg, uint32_t space, uint32_t page_no, const
 	key_list_add(arg, space, page_no);
 }
 
+/* Forgets the pool's records of the space's pages from first_page on. */
+static void pool_drop_pages(struct ppl_engine *e, uint32_t space, uint32_t first_page)
+{
+	struct key_list k = { 0 };
+	ppl_pool_for_each_page(e->pool, collect_pool_page, &k);
+	for (size_t i = 0; i < k.n; i++)
+		if ((uint32_t)(k.keys[i] >> 32) == space && (uint32_t)k.keys[i] >= first_page)
+			ppl_pool_reclaim(e->pool, space, (uint32_t)k.keys[i], UINT64_MAX);
+	free(k.keys);
+}
+
 /* Another datadir is followed now. detach() wrote the old one's pages
  * back to its files; whatever the pool still holds is that datadir's and
  * must never be put back into the index of this one, whose space ids are
@@ -741,6 +753,7 @@ static int load_pool(struct ppl_engine *e, struct ppl_node *n, uint64_t ck_lsn, 
 	uint8_t *frame = aligned_alloc(4096, e->page_size);
 	int rc = frame ? 0 : -1;
 	uint64_t unfound = 0;
+	char some[96] = "";
 	e->pool_loaded_pages = e->pool_loaded_records = 0; /* an earlier attempt's node is gone */
 	for (size_t i = 0; i < k.n && rc == 0; i++) {
 		struct pool_load l = { .n = n, .space = (uint32_t)(k.keys[i] >> 32), .page_no = (uint32_t)k.keys[i],
@@ -767,6 +780,9 @@ static int load_pool(struct ppl_engine *e, struct ppl_node *n, uint64_t ck_lsn, 
 			stop_ingest(e, "out of memory noting the pages put back from the pool");
 			rc = -1;
 		} else if (l.added) {
+			if (e->pool_loaded_pages < 4 && strlen(some) + 24 < sizeof(some))
+				snprintf(some + strlen(some), sizeof(some) - strlen(some), "%s%" PRIu32 ":%" PRIu32 "",
+					 e->pool_loaded_pages ? ", " : " (", l.space, l.page_no);
 			e->pool_loaded_pages++;
 			e->pool_loaded_records += l.added;
 		} else if (l.file_lsn) {
@@ -778,8 +794,9 @@ static int load_pool(struct ppl_engine *e, struct ppl_node *n, uint64_t ck_lsn, 
 	free(frame);
 	free(k.keys);
 	if (rc == 0 && k.n)
-		LogEvent(COMPONENT_FSAL, "PPL: %s: %" PRIu64 " page(s) with %" PRIu64 " record(s) before the checkpoint "
-			 "LSN %" PRIu64 " put back from the pool in %.3f s", e->datadir, e->pool_loaded_pages,
+		LogEvent(COMPONENT_FSAL, "PPL: %s: %" PRIu64 " page(s)%s%s with %" PRIu64 " record(s) before the "
+			 "checkpoint LSN %" PRIu64 " put back from the pool in %.3f s", e->datadir,
+			 e->pool_loaded_pages, some, some[0] ? (e->pool_loaded_pages > 4 ? ", ...)" : ")") : "",
 			 e->pool_loaded_records, ck_lsn, (double)(now_ns() - t0) / 1e9);
 	return rc;
 }
@@ -1144,10 +1161,16 @@ static void on_file(void *arg, const struct ppl_node_file_event *ev)
 		return;
 	/* the node has dropped the space's records; its pool records and
 	 * elided pages go too (I7) */
-	if (ev->type == PPL_FILE_DELETE || ev->type == PPL_EXT_TRIM_PAGES) {
+	if (ev->type == PPL_FILE_DELETE) {
 		if (e->pool)
 			ppl_pool_drop_space(e->pool, ev->space_id);
 		elided_drop_space(e, ev->space_id);
+	}
+	/* an undo tablespace truncated: only the pages past its new end go */
+	if (ev->type == PPL_EXT_TRIM_PAGES) {
+		if (e->pool)
+			pool_drop_pages(e, ev->space_id, ev->pages);
+		elided_drop_pages(e, ev->space_id, ev->pages);
 	}
 	if (ev->type == PPL_FILE_CREATE)
 		ppl_datadir_note(e->dd, ev->space_id, ev->name);
@@ -1460,12 +1483,13 @@ static bool elided_has(struct ppl_engine *e, uint64_t key)
 }
 
 /* Removes every page of a space from the elided set; returns how many. */
-static size_t elided_drop_space(struct ppl_engine *e, uint32_t space)
+static size_t elided_drop_pages(struct ppl_engine *e, uint32_t space, uint32_t first_page)
 {
 	size_t n = 0;
 	pthread_mutex_lock(&e->elided_lock);
 	for (size_t i = 0; i < e->elided_cap; i++) {
-		if (e->elided[i] > 1 && (uint32_t)((e->elided[i] - 2) >> 32) == space) {
+		if (e->elided[i] > 1 && (uint32_t)((e->elided[i] - 2) >> 32) == space &&
+		    (uint32_t)(e->elided[i] - 2) >= first_page) {
 			e->elided[i] = 1;
 			e->elided_n--;
 			n++;
@@ -1473,6 +1497,11 @@ static size_t elided_drop_space(struct ppl_engine *e, uint32_t space)
 	}
 	pthread_mutex_unlock(&e->elided_lock);
 	return n;
+}
+
+static size_t elided_drop_space(struct ppl_engine *e, uint32_t space)
+{
+	return elided_drop_pages(e, space, 0);
 }
 
 /* I7: a space whose file is gone (or was replaced by something the log

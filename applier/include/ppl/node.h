@@ -27,7 +27,8 @@ struct ppl_node_config {
 	 * it. `user` is a per-page slot the sink may use (NULL at first).
 	 * `from_init`: the chunk starts with INIT_PAGE or FREE_PAGE, so
 	 * whatever came before for this page is void. on_drop_space is called
-	 * at once when the log drops a space (FILE_DELETE, TRIM_PAGES). A
+	 * at once when the log drops a space (FILE_DELETE; TRIM_PAGES keeps the
+	 * pages below the new size, and drops no space). A
 	 * non-zero return stops ingest with an error. Used by ppl-replay,
 	 * which needs no index: memory stays at the pages touched. */
 	int (*chunk_sink)(void *arg, uint32_t space, uint32_t page_no, void **user, bool from_init,
