@@ -1288,7 +1288,7 @@ static int read_pages(struct ppl_engine *e, struct ppl_node *n, uint64_t fileid,
 			continue; /* whole: done above */
 		uint32_t space;
 		struct ppl_node_page_info info;
-		if (!map_get(e, fileid, &space) || !served_rebuilt(e, space, (uint32_t)pg) ||
+		if (!file_space(e, fileid, &space) || !served_rebuilt(e, space, (uint32_t)pg) ||
 		    !holds_space(e, fileid, space))
 			continue;
 		if ((rc = hold_wait(e, n, space, (uint32_t)pg)) != 0)
@@ -1328,17 +1328,25 @@ int ppl_engine_read(struct ppl_engine *e, uint64_t fileid, uint64_t off, struct 
 
 /* A page of a file was overwritten with bytes that are not that page: its
  * records and its place in the elided set and the pool go (I7). */
-static void page_overwritten(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint32_t page_no)
+/* Everything held for the page goes: index, pool, elided set. */
+static bool forget_page(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint32_t page_no)
 {
 	uint8_t hdr[38] = { 0 }; /* FIL_PAGE_DATA: the header page_written reads */
 	ppl_wr4(hdr + PPL_FIL_PAGE_OFFSET, page_no);
 	ppl_wr4(hdr + PPL_FIL_PAGE_SPACE_ID, space);
 	if (!ppl_node_page_info(n, space, page_no, &(struct ppl_node_page_info){ 0 }))
-		return;
+		return false;
 	ppl_node_page_written(n, hdr, UINT64_MAX);
 	if (e->pool)
 		ppl_pool_reclaim(e->pool, space, page_no, UINT64_MAX);
 	elided_put(e, (uint64_t)space << 32 | page_no, false);
+	return true;
+}
+
+static void page_overwritten(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint32_t page_no)
+{
+	if (!forget_page(e, n, space, page_no))
+		return;
 	LogEvent(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 " was overwritten with bytes that are not an "
 		 "InnoDB page of that position: it is served as written, and its records are dropped", e->datadir,
 		 space, page_no);
@@ -1808,6 +1816,17 @@ static int materialize(struct ppl_engine *e, struct ppl_node *n, uint32_t space,
 	bool changed = false;
 	struct ppl_apply_error aerr;
 	char err[256];
+	struct ppl_node_page_info fi;
+	if (ppl_node_page_info(n, space, page_no, &fi) && fi.freed) {
+		/* The log's last word on the page frees it: MariaDB's recovery
+		 * does not touch it, MariaDB writes it no more, and it is
+		 * initialized by the log before any reuse. Nothing is
+		 * written; its records would otherwise wait in the pool and
+		 * the elided set for a write that never comes. */
+		forget_page(e, n, space, page_no);
+		free(frame);
+		return 0;
+	}
 	if (frame == NULL || ppl_datadir_read_page_of(e->dd, space, ino, page_no, frame, ps) != 0) {
 		LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be read to materialize it: %s",
 			e->datadir, space, page_no, frame == NULL ? "out of memory" : strerror(errno));
