@@ -90,6 +90,28 @@ OPEN = {
 
 CI = [name for name, _ in CHOSEN if name not in OPEN]
 
+# The part of CI that runs eliding (set-up d) in the suite, within its time
+# budget (about 4 minutes): the tests that found this stack's wrong answers
+# in eliding mode -- datadirs of other page sizes removed and copied again
+# (the 64K and 32K tests, and the first test after them), undo tablespaces
+# truncated and re-created, .ibd files copied for IMPORT, servers killed
+# and restarted. All of CI passes in d but innodb.blob-crash
+# (SUBSET_REPORT.md); PPL_MTR_SETUPS=a,c,d runs all of CI in d.
+ELIDING = [
+    "innodb.innodb-64k",
+    "innodb.innodb-32k-crash",
+    "innodb.instant_alter_purge,release",
+    "innodb.undo_truncate,16k",
+    "innodb.undo_upgrade,16k",
+    "innodb.innodb-wl5522,strict_full_crc32",
+    "innodb.instant_alter_import,strict_full_crc32",
+    "innodb.import_cfg",
+    "innodb_zip.wl5522_zip,16k",
+    "innodb.rename_table",
+    "innodb.recovery_shutdown",
+    "innodb.read_only_recovery",
+]
+
 
 def split(name):
     """("suite.test", {combinations}) from "suite.test,c1,c2" (as given to
