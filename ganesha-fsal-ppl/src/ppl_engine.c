@@ -112,6 +112,12 @@ struct ppl_engine {
 	 * written: another datadir's ib_logfile0 under the same export is not
 	 * this one's log (see ppl_engine_log_write). */
 	uint64_t log_fileid, log_write_ns, other_log_writes;
+	/* When a log of another datadir was last written (0: never). The
+	 * elision protocol does not say which datadir a page is of, so while
+	 * another server writes under the export nothing is elided: its
+	 * bootstrap pages can match this datadir's page for page (same
+	 * spaces, LSNs, checksums), and its file would then lack them. */
+	uint64_t other_log_ns;
 	/* After a storage-node restart a client sends again the page writes
 	 * it had not seen committed (ppl-mount when the write verifier
 	 * changes, with MariaDB's first write after the restart, which may be
@@ -941,6 +947,8 @@ int ppl_engine_log_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, co
 	pthread_mutex_lock(&e->log_lock);
 	bool other = e->log_fileid != 0 && fileid != e->log_fileid;
 	bool quiet = now_ns() - e->log_write_ns > OTHER_LOG_QUIET_NS;
+	if (other)
+		__atomic_store_n(&e->other_log_ns, now_ns(), __ATOMIC_RELAXED);
 	if (other && !quiet && e->other_log_writes++ == 0)
 		LogEvent(COMPONENT_FSAL, "PPL: %s: another ib_logfile0 (fileid %" PRIu64 ") is written under the export "
 			 "while this datadir's log is live: it is not ingested, and its datadir's pages are neither "
@@ -2231,6 +2239,9 @@ static unsigned decide_page(struct ppl_engine *e, struct ppl_node *n, const stru
 {
 	if (e->stopped || e->dd == NULL)
 		return PPL_ELIDE_NACK_NOT_DURABLE;
+	uint64_t other = __atomic_load_n(&e->other_log_ns, __ATOMIC_RELAXED);
+	if (other != 0 && now_ns() - other < 2 * OTHER_LOG_QUIET_NS)
+		return PPL_ELIDE_NACK_OTHER; /* the page may be of that other datadir */
 	/* a page it could not materialize through a doublewrite slot is
 	 * never elided */
 	if (pg->page_size != e->page_size || pg->page_size > e->dw_page_size)
