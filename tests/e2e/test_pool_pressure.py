@@ -89,7 +89,9 @@ def test_small_pool_keeps_fills_and_comes_back(tmp_path):
     finally:
         s.stop()
 
-    assert re.search(r"page\(s\) with \d+ record\(s\) before the checkpoint LSN \d+ put back from the pool", text), \
+    # "N page(s) (space:page, ...) with N record(s) before the checkpoint LSN N put back from the pool"
+    assert re.search(r"\d+ page\(s\)(?: \([^)]*\))? with \d+ record\(s\) before the checkpoint LSN \d+ put back "
+                     r"from the pool", text), \
         "the restarted storage node put nothing back from the pool"
     f = pool_figures(text)
     assert f["appended"] > 0, f
