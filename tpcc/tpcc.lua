@@ -415,9 +415,12 @@ function sysbench.hooks.before_restart_event(err)
 end
 
 function thread_done()
-   print(string.format("tpcc thread %d: new_order %d (rolled back %d), payment %d, order_status %d, delivery %d, "
-                       .. "stock_level %d", sysbench.tid, counts.new_order, counts.rollback, counts.payment,
-                       counts.order_status, counts.delivery, counts.stock_level))
+   -- one write with its newline: print() writes the line and the newline
+   -- apart, and two threads finishing together interleaved their lines
+   io.write(string.format("tpcc thread %d: new_order %d (rolled back %d), payment %d, order_status %d, delivery %d, "
+                          .. "stock_level %d\n", sysbench.tid, counts.new_order, counts.rollback, counts.payment,
+                          counts.order_status, counts.delivery, counts.stock_level))
+   io.stdout:flush()
    con:disconnect()
 end
 
