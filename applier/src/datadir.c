@@ -43,6 +43,17 @@ static struct space_file *grow(struct space_file **a, size_t *n, size_t *cap)
 	return &(*a)[(*n)++];
 }
 
+/* The space a file's page 0 names; false while page 0 was never written.
+ * hdr holds the page's first PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS +
+ * 4 bytes. */
+static bool page0_space(const uint8_t *hdr, uint32_t *space)
+{
+	if (ppl_page_lsn(hdr) == 0 && ppl_rd4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS) == 0)
+		return false;
+	*space = ppl_rd4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_ID);
+	return true;
+}
+
 static void add_file(struct ppl_datadir *d, const char *path)
 {
 	uint8_t hdr[PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS + 4];
@@ -60,14 +71,14 @@ static void add_file(struct ppl_datadir *d, const char *path)
 		return;
 	/* A page 0 never written (a table whose first writes were elided)
 	 * says nothing: the space is bound later (ppl_datadir_bind, or a
-	 * FILE_CREATE note). */
-	bool blank = ppl_page_lsn(hdr) == 0 && ppl_rd4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS) == 0;
-	/* ibdata1 is space 0 by InnoDB's naming, whatever its page 0 holds
-	 * yet: a datadir being created has its page 0 elided like any other
-	 * page, and it can only be materialized once its file is known. */
+	 * FILE_CREATE note). ibdata1 is space 0 by InnoDB's naming, whatever
+	 * its page 0 holds yet: a datadir being created has its page 0 elided
+	 * like any other page, and it can only be materialized once its file
+	 * is known. */
 	const char *base = strrchr(path, '/');
 	bool sys = strcmp(base ? base + 1 : path, "ibdata1") == 0;
-	e->space = sys ? 0 : blank ? UINT32_MAX : ppl_rd4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_ID);
+	uint32_t named;
+	e->space = sys ? 0 : page0_space(hdr, &named) ? named : UINT32_MAX;
 	e->ino = (uint64_t)st.st_ino;
 	snprintf(e->path, sizeof(e->path), "%s", path);
 }
@@ -324,7 +335,7 @@ int ppl_datadir_path(struct ppl_datadir *d, uint32_t space, char *out, size_t ou
  * inode the map bound (when it bound one), and its page 0, once written,
  * must name the space. -1 with errno ENOENT when no file holds the space
  * any more, ESTALE when the file under its name is another space's. */
-static int open_space(struct ppl_datadir *d, uint32_t space, uint64_t want, int flags)
+static int open_space(struct ppl_datadir *d, uint32_t space, uint64_t want, int flags, uint64_t *opened)
 {
 	char path[4096];
 	uint64_t ino = 0;
@@ -345,42 +356,37 @@ static int open_space(struct ppl_datadir *d, uint32_t space, uint64_t want, int 
 	struct stat st;
 	uint8_t hdr[PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS + 4];
 	ssize_t got = pread(fd, hdr, sizeof(hdr), 0);
+	uint32_t named;
 	int err = 0;
 	if (fstat(fd, &st) != 0 || got < 0)
 		err = errno ? errno : EIO;
 	else if (ino != 0 && (uint64_t)st.st_ino != ino)
 		err = ESTALE;
-	else if (got == (ssize_t)sizeof(hdr) &&
-		 !(ppl_page_lsn(hdr) == 0 && ppl_rd4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS) == 0) &&
-		 ppl_rd4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_ID) != space)
+	else if (got == (ssize_t)sizeof(hdr) && page0_space(hdr, &named) && named != space)
 		err = ESTALE;
 	if (err) {
 		close(fd);
 		errno = err;
 		return -1;
 	}
+	if (opened)
+		*opened = (uint64_t)st.st_ino;
 	return fd;
 }
 
 int ppl_datadir_check(struct ppl_datadir *d, uint32_t space, uint64_t *ino)
 {
-	int fd = open_space(d, space, 0, O_RDONLY);
+	int fd = open_space(d, space, 0, O_RDONLY, ino);
 	if (fd < 0)
 		return -1;
-	struct stat st;
-	int rc = fstat(fd, &st);
-	int err = errno;
 	close(fd);
-	if (rc == 0 && ino)
-		*ino = (uint64_t)st.st_ino;
-	errno = err;
-	return rc;
+	return 0;
 }
 
 int ppl_datadir_read_page_of(struct ppl_datadir *d, uint32_t space, uint64_t ino, uint32_t page_no, uint8_t *buf,
 			     size_t size)
 {
-	int fd = open_space(d, space, ino, O_RDONLY);
+	int fd = open_space(d, space, ino, O_RDONLY, NULL);
 	if (fd < 0)
 		return -1;
 	ssize_t got = pread(fd, buf, size, (off_t)page_no * (off_t)size);
@@ -395,7 +401,7 @@ int ppl_datadir_read_page_of(struct ppl_datadir *d, uint32_t space, uint64_t ino
 int ppl_datadir_write_page_of(struct ppl_datadir *d, uint32_t space, uint64_t ino, uint32_t page_no,
 			      const uint8_t *buf, size_t size)
 {
-	int fd = open_space(d, space, ino, O_RDWR); /* page 0 is read first */
+	int fd = open_space(d, space, ino, O_RDWR, NULL); /* page 0 is read first */
 	if (fd < 0)
 		return -1;
 	ssize_t put = pwrite(fd, buf, size, (off_t)page_no * (off_t)size);

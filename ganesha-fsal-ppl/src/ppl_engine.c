@@ -668,6 +668,15 @@ static void collect_pool_page(void *arg, uint32_t space, uint32_t page_no, const
 	key_list_add(arg, space, page_no);
 }
 
+/* Appends "space:page" to a log line's short list of pages (the first
+ * four: the line names examples, not every page). */
+static void list_page(char *buf, size_t len, uint64_t i, uint32_t space, uint32_t page_no)
+{
+	size_t at = strlen(buf);
+	if (i < 4 && at < len)
+		snprintf(buf + at, len - at, "%s%" PRIu32 ":%" PRIu32, i ? ", " : "", space, page_no);
+}
+
 /* Forgets the pool's records of the space's pages from first_page on. */
 static void pool_drop_pages(struct ppl_engine *e, uint32_t space, uint32_t first_page)
 {
@@ -689,11 +698,9 @@ static void pool_forget_datadir(struct ppl_engine *e, const char *old)
 	ppl_pool_for_each_page(e->pool, collect_pool_page, &k);
 	uint64_t dropped = 0;
 	char some[96] = "";
-	for (size_t i = 0, at = 0; i < k.n; i++) {
+	for (size_t i = 0; i < k.n; i++) {
 		uint32_t space = (uint32_t)(k.keys[i] >> 32);
-		if (i < 4 && at < sizeof(some))
-			at += (size_t)snprintf(some + at, sizeof(some) - at, "%s%" PRIu32 ":%" PRIu32, i ? ", " : "",
-					       space, (uint32_t)k.keys[i]);
+		list_page(some, sizeof(some), i, space, (uint32_t)k.keys[i]);
 		if (i == 0 || space != (uint32_t)(k.keys[i - 1] >> 32))
 			dropped += ppl_pool_drop_space(e->pool, space);
 	}
@@ -786,9 +793,7 @@ static int load_pool(struct ppl_engine *e, struct ppl_node *n, uint64_t ck_lsn, 
 			stop_ingest(e, "out of memory noting the pages put back from the pool");
 			rc = -1;
 		} else if (l.added) {
-			if (e->pool_loaded_pages < 4 && strlen(some) + 24 < sizeof(some))
-				snprintf(some + strlen(some), sizeof(some) - strlen(some), "%s%" PRIu32 ":%" PRIu32 "",
-					 e->pool_loaded_pages ? ", " : " (", l.space, l.page_no);
+			list_page(some, sizeof(some), e->pool_loaded_pages, l.space, l.page_no);
 			e->pool_loaded_pages++;
 			e->pool_loaded_records += l.added;
 		} else if (l.file_lsn) {
@@ -800,9 +805,10 @@ static int load_pool(struct ppl_engine *e, struct ppl_node *n, uint64_t ck_lsn, 
 	free(frame);
 	free(k.keys);
 	if (rc == 0 && k.n)
-		LogEvent(COMPONENT_FSAL, "PPL: %s: %" PRIu64 " page(s)%s%s with %" PRIu64 " record(s) before the "
+		LogEvent(COMPONENT_FSAL, "PPL: %s: %" PRIu64 " page(s)%s%s%s with %" PRIu64 " record(s) before the "
 			 "checkpoint LSN %" PRIu64 " put back from the pool in %.3f s", e->datadir,
-			 e->pool_loaded_pages, some, some[0] ? (e->pool_loaded_pages > 4 ? ", ...)" : ")") : "",
+			 e->pool_loaded_pages, some[0] ? " (" : "", some,
+			 some[0] ? (e->pool_loaded_pages > 4 ? ", ...)" : ")") : "",
 			 e->pool_loaded_records, ck_lsn, (double)(now_ns() - t0) / 1e9);
 	return rc;
 }
@@ -1124,17 +1130,19 @@ static bool all_zero(const uint8_t *p, size_t n)
 	return true;
 }
 
-/* The space a page belongs to: its header says, or (a page never written)
- * what the file's other pages said. */
-/* Whether the datadir followed has another file, there now, for space. */
-static bool other_file_holds(struct ppl_engine *e, uint64_t fileid, uint32_t space)
+/* The inode of the file the datadir followed has, there now, for space. */
+static bool space_file_ino(struct ppl_engine *e, uint32_t space, uint64_t *ino)
 {
 	char path[4096];
 	struct stat st;
-	return e->dd && ppl_datadir_path(e->dd, space, path, sizeof(path)) == 0 && stat(path, &st) == 0 &&
-	       (uint64_t)st.st_ino != fileid;
+	if (e->dd == NULL || ppl_datadir_path(e->dd, space, path, sizeof(path)) != 0 || stat(path, &st) != 0)
+		return false;
+	*ino = (uint64_t)st.st_ino;
+	return true;
 }
 
+/* The space a page belongs to: its header says, or (a page never written)
+ * what the file's other pages said. */
 static bool page_space(struct ppl_engine *e, uint64_t fileid, const uint8_t *page, uint32_t page_no,
 		       uint32_t *space)
 {
@@ -1147,7 +1155,8 @@ static bool page_space(struct ppl_engine *e, uint64_t fileid, const uint8_t *pag
 		uint32_t known;
 		if (map_get(e, fileid, &known) && known == *space)
 			return true; /* the usual case, without a look at the datadir */
-		if (other_file_holds(e, fileid, *space))
+		uint64_t ino;
+		if (space_file_ino(e, *space, &ino) && ino != fileid)
 			return false;
 		map_set(e, fileid, *space);
 		return true;
@@ -1574,10 +1583,8 @@ static bool served_rebuilt(struct ppl_engine *e, uint32_t space, uint32_t page_n
  * its files. */
 static bool holds_space(struct ppl_engine *e, uint64_t fileid, uint32_t space)
 {
-	char path[4096];
-	struct stat st;
-	return e->dd && ppl_datadir_path(e->dd, space, path, sizeof(path)) == 0 && stat(path, &st) == 0 &&
-	       (uint64_t)st.st_ino == fileid;
+	uint64_t ino;
+	return space_file_ino(e, space, &ino) && ino == fileid;
 }
 
 /* Stripes cover 64 KiB units of a file, the largest InnoDB page, so every
