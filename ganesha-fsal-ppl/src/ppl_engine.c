@@ -1071,6 +1071,11 @@ static void detach(struct ppl_engine *e, const char *why)
 		synchronize_rcu();
 		ppl_node_free(gone);
 	}
+	/* after the grace period: no reader of the old index can put a page
+	 * into the cache's new generation (another datadir's pages reach
+	 * the same LSNs) */
+	if (e->cache)
+		ppl_page_cache_forget_all(e->cache);
 	/* anything else noted about the old log's pages describes nothing now */
 	pthread_mutex_lock(&e->elided_lock);
 	if (e->elided_cap)
@@ -1266,11 +1271,15 @@ static int read_pages(struct ppl_engine *e, struct ppl_node *n, uint64_t fileid,
 			continue;
 		if ((rc = hold_wait(e, n, space, page_no)) != 0)
 			break;
+		/* before the records are looked at: a page rebuilt from
+		 * records a new generation has left behind is not cached */
+		uint64_t gen = e->cache ? ppl_page_cache_generation(e->cache) : 0;
 		if (!ppl_node_page_info(n, space, page_no, &info))
 			continue;
 		/* the log initializes the page: the rebuild does not read the base */
 		uint64_t base = info.from_init ? 0 : ppl_page_lsn(frame);
-		if (e->cache && ppl_page_cache_get(e->cache, space, page_no, base, info.last_lsn, frame)) {
+		uint32_t base_sum = info.from_init ? 0 : ppl_rd4(frame + ps - 4);
+		if (e->cache && ppl_page_cache_get(e->cache, space, page_no, base, base_sum, info.last_lsn, frame)) {
 			iov_copy(iov, iovcnt, p - off, frame, ps, false);
 			__atomic_add_fetch(&e->pages_rebuilt, 1, __ATOMIC_RELAXED);
 			continue;
@@ -1291,7 +1300,8 @@ static int read_pages(struct ppl_engine *e, struct ppl_node *n, uint64_t fileid,
 			__atomic_add_fetch(&e->pages_rebuilt, 1, __ATOMIC_RELAXED);
 			ppl_histogram_add(&e->mtrs_per_rebuild, info.chunks);
 			if (e->cache)
-				ppl_page_cache_put(e->cache, space, page_no, base, ppl_page_lsn(frame), frame);
+				ppl_page_cache_put(e->cache, gen, space, page_no, base, base_sum, ppl_page_lsn(frame),
+						   frame);
 		}
 	}
 	/* A read that covers only part of a page (never InnoDB's own, which
@@ -1547,6 +1557,10 @@ static void drop_space(struct ppl_engine *e, uint32_t space, const char *why)
 	rcu_read_unlock();
 	size_t elided = elided_drop_space(e, space);
 	uint64_t pooled = e->pool ? ppl_pool_drop_space(e->pool, space) : 0;
+	/* the space's next file (a copy, a re-created tablespace) may have
+	 * pages of the same LSNs */
+	if (e->cache)
+		ppl_page_cache_forget_all(e->cache);
 	__atomic_add_fetch(&e->spaces_dropped, 1, __ATOMIC_RELAXED);
 	if (elided || pooled || after.chunks_dropped != before.chunks_dropped)
 		LogEvent(COMPONENT_FSAL, "PPL: %s: space %" PRIu32 ": %s; its records (%" PRIu64 " mini-transaction "

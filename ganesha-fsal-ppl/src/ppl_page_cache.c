@@ -9,7 +9,8 @@
 
 struct slot {
 	uint64_t key;                  /* (space << 32 | page) + 1; 0: empty */
-	uint64_t base_lsn, result_lsn;
+	uint64_t base_lsn, result_lsn, gen;
+	uint32_t base_sum;
 };
 
 struct ppl_page_cache {
@@ -18,6 +19,7 @@ struct ppl_page_cache {
 	uint8_t *pages;
 	pthread_mutex_t locks[LOCKS];
 	uint64_t hits, misses;
+	uint64_t gen;                  /* atomic; entries of older generations are misses */
 };
 
 struct ppl_page_cache *ppl_page_cache_new(size_t bytes, size_t page_size)
@@ -60,14 +62,16 @@ static size_t slot_of(const struct ppl_page_cache *c, uint64_t key)
 }
 
 bool ppl_page_cache_get(struct ppl_page_cache *c, uint32_t space, uint32_t page_no, uint64_t base_lsn,
-			uint64_t result_lsn, uint8_t *out)
+			uint32_t base_sum, uint64_t result_lsn, uint8_t *out)
 {
+	uint64_t gen = __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE);
 	uint64_t key = ((uint64_t)space << 32 | page_no) + 1;
 	size_t i = slot_of(c, key);
 	pthread_mutex_t *m = &c->locks[i % LOCKS];
 	pthread_mutex_lock(m);
 	const struct slot *s = &c->slots[i];
-	bool hit = s->key == key && s->base_lsn == base_lsn && s->result_lsn == result_lsn;
+	bool hit = s->key == key && s->gen == gen && s->base_lsn == base_lsn && s->base_sum == base_sum &&
+		   s->result_lsn == result_lsn;
 	if (hit)
 		memcpy(out, c->pages + i * c->page_size, c->page_size);
 	pthread_mutex_unlock(m);
@@ -75,16 +79,34 @@ bool ppl_page_cache_get(struct ppl_page_cache *c, uint32_t space, uint32_t page_
 	return hit;
 }
 
-void ppl_page_cache_put(struct ppl_page_cache *c, uint32_t space, uint32_t page_no, uint64_t base_lsn,
-			uint64_t result_lsn, const uint8_t *page)
+void ppl_page_cache_put(struct ppl_page_cache *c, uint64_t gen, uint32_t space, uint32_t page_no,
+			uint64_t base_lsn, uint32_t base_sum, uint64_t result_lsn, const uint8_t *page)
 {
 	uint64_t key = ((uint64_t)space << 32 | page_no) + 1;
 	size_t i = slot_of(c, key);
 	pthread_mutex_t *m = &c->locks[i % LOCKS];
 	pthread_mutex_lock(m);
-	c->slots[i] = (struct slot){ key, base_lsn, result_lsn };
+	/* checked under the slot's lock: forget_all bumps the generation
+	 * first, so a put that passes here is of the current one or is
+	 * a miss for every later get */
+	if (gen != __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_unlock(m);
+		return;
+	}
+	c->slots[i] = (struct slot){ .key = key, .base_lsn = base_lsn, .result_lsn = result_lsn, .gen = gen,
+				     .base_sum = base_sum };
 	memcpy(c->pages + i * c->page_size, page, c->page_size);
 	pthread_mutex_unlock(m);
+}
+
+uint64_t ppl_page_cache_generation(struct ppl_page_cache *c)
+{
+	return __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE);
+}
+
+void ppl_page_cache_forget_all(struct ppl_page_cache *c)
+{
+	__atomic_add_fetch(&c->gen, 1, __ATOMIC_ACQ_REL);
 }
 
 void ppl_page_cache_get_stats(struct ppl_page_cache *c, struct ppl_page_cache_stats *out)

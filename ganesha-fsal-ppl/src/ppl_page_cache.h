@@ -1,10 +1,16 @@
 /* A bounded DRAM cache of rebuilt pages (Page_Cache_Size), so that a page
  * read again before anything about it changed is not rebuilt again. An
- * entry is valid for one base (the data-file page's LSN, 0 when the log
- * initializes the page) and one result (the rebuilt page's LSN): any new
- * record or new base changes one of them, so entries never need to be
- * invalidated; they are only replaced. Direct-mapped, with locks striped
- * by slot. */
+ * entry is valid for one base (the data-file page's LSN and stored
+ * checksum; both 0 when the log initializes the page), one result (the
+ * rebuilt page's LSN) and one generation. Within one log, a new record or
+ * a new base changes base or result. LSNs alone do not name a page
+ * across logs: mysql-test-run bootstraps the same datadir again and
+ * again, and two of its incarnations reach equal LSNs with different
+ * records (a stale dictionary page served that way once made InnoDB's
+ * recovery lose a table). So the engine starts a new generation whenever
+ * the records it holds stop describing the files it follows (a log left
+ * behind, a space's file dropped): ppl_page_cache_forget_all. Direct-
+ * mapped, with locks striped by slot. */
 #ifndef PPL_PAGE_CACHE_H
 #define PPL_PAGE_CACHE_H
 
@@ -20,9 +26,15 @@ void ppl_page_cache_free(struct ppl_page_cache *c);
 
 /* Copies the page into out if the cache holds it for this base and result. */
 bool ppl_page_cache_get(struct ppl_page_cache *c, uint32_t space, uint32_t page_no, uint64_t base_lsn,
-			uint64_t result_lsn, uint8_t *out);
-void ppl_page_cache_put(struct ppl_page_cache *c, uint32_t space, uint32_t page_no, uint64_t base_lsn,
-			uint64_t result_lsn, const uint8_t *page);
+			uint32_t base_sum, uint64_t result_lsn, uint8_t *out);
+/* gen: ppl_page_cache_generation() read before the records the page was
+ * rebuilt from were read; a page rebuilt across a new generation is not
+ * kept. */
+void ppl_page_cache_put(struct ppl_page_cache *c, uint64_t gen, uint32_t space, uint32_t page_no,
+			uint64_t base_lsn, uint32_t base_sum, uint64_t result_lsn, const uint8_t *page);
+uint64_t ppl_page_cache_generation(struct ppl_page_cache *c);
+/* Every entry put before this call is a miss from now on. */
+void ppl_page_cache_forget_all(struct ppl_page_cache *c);
 
 struct ppl_page_cache_stats {
 	uint64_t slots, hits, misses;
