@@ -93,7 +93,7 @@ def main():
     os.makedirs(workdir, exist_ok=True)
     path = a.report or (os.path.join(ROOT, "tests", "mtr", "REPORT.md") if a.suite
                         else os.path.join(workdir, "REPORT.md"))
-    extra = ["--big-test"] if a.big_test else []
+    extra = (["--big-test"] if a.big_test else []) + os.environ.get("PPL_MTR_EXTRA", "").split()
     command = _invocation()
 
     stop = threading.Event()

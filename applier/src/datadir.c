@@ -280,21 +280,56 @@ void ppl_datadir_note(struct ppl_datadir *d, uint32_t space, const char *relpath
 		 * match this note. Not there yet: matched by name. */
 		struct stat st;
 		e->ino = stat(e->path, &st) == 0 ? (uint64_t)st.st_ino : 0;
+		/* What older records said of this name is superseded: the
+		 * name now belongs to this space (a DROP and CREATE, a
+		 * datadir of the same path made again) */
+		for (size_t i = 0; i + 1 < d->nnotes; i++)
+			if (strcmp(d->notes[i].path, e->path) == 0)
+				d->notes[i].space = UINT32_MAX;
 	}
 	pthread_rwlock_unlock(&d->lock);
+}
+
+/* Whether an entry is bound to ino or, never bound, names a path that an
+ * entry bound to ino names. */
+static bool names_file(const struct space_file *a, size_t n, const struct space_file *e, uint64_t ino)
+{
+	if (e->ino == ino)
+		return true;
+	if (e->ino != 0)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (a[i].ino == ino && strcmp(a[i].path, e->path) == 0)
+			return true;
+	return false;
 }
 
 void ppl_datadir_forget(struct ppl_datadir *d, uint64_t ino)
 {
 	pthread_rwlock_wrlock(&d->lock);
-	/* no space matches UINT32_MAX: the entries stay, unused */
+	/* No space matches UINT32_MAX: the entries stay, unused. A note
+	 * never bound to an inode names the file by its path only: left
+	 * alive it would take the next file made under that name (a table
+	 * created again, a datadir bootstrapped again) for the old space. */
+	for (size_t i = 0; i < d->nnotes; i++)
+		if (names_file(d->f, d->n, &d->notes[i], ino) || names_file(d->notes, d->nnotes, &d->notes[i], ino))
+			d->notes[i].space = UINT32_MAX;
 	for (size_t i = 0; i < d->n; i++)
 		if (d->f[i].ino == ino)
 			d->f[i].space = UINT32_MAX;
-	for (size_t i = 0; i < d->nnotes; i++)
-		if (d->notes[i].ino == ino)
-			d->notes[i].space = UINT32_MAX;
 	pthread_rwlock_unlock(&d->lock);
+}
+
+int ppl_datadir_forget_notes(struct ppl_datadir *d)
+{
+	pthread_rwlock_rdlock(&d->lock);
+	char *dir = strdup(d->dir);
+	pthread_rwlock_unlock(&d->lock);
+	if (dir == NULL)
+		return -1;
+	int rc = ppl_datadir_set_root(d, dir);
+	free(dir);
+	return rc;
 }
 
 int ppl_datadir_space_of(struct ppl_datadir *d, uint64_t ino, uint32_t *space)

@@ -1076,6 +1076,18 @@ static void detach(struct ppl_engine *e, const char *why)
 	 * the same LSNs) */
 	if (e->cache)
 		ppl_page_cache_forget_all(e->cache);
+	/* Which file holds which space was learned from the old log's
+	 * records and from files it named; the next log names its own. A
+	 * file named by the old log and made again under the same name (a
+	 * datadir bootstrapped again in place) would otherwise be taken
+	 * for the old space, and its elided pages read as the zeros on
+	 * disk. Every page elided so far is in its file now (above), page 0
+	 * included, so the files are found again by their page 0. */
+	pthread_mutex_lock(&e->map_lock);
+	memset(e->map, 0, sizeof(e->map));
+	pthread_mutex_unlock(&e->map_lock);
+	if (e->dd)
+		ppl_datadir_forget_notes(e->dd);
 	/* anything else noted about the old log's pages describes nothing now */
 	pthread_mutex_lock(&e->elided_lock);
 	if (e->elided_cap)
@@ -1773,7 +1785,8 @@ void ppl_engine_read_end(struct ppl_engine *e, uint64_t fileid, uint64_t off, si
  * to the pool: no write of MariaDB's to it is in flight meanwhile, and no
  * other thread works on it. -1 when no file can be found for the space; 1
  * (no stripe taken) when its file is gone and the space was dropped. */
-static int page_claim(struct ppl_engine *e, uint32_t space, uint32_t page_no, unsigned *stripe, uint64_t *inop)
+static int page_claim(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint32_t page_no, unsigned *stripe,
+		      uint64_t *inop)
 {
 	char path[4096];
 	uint64_t ino = 0;
@@ -1796,6 +1809,14 @@ static int page_claim(struct ppl_engine *e, uint32_t space, uint32_t page_no, un
 			drop_space(e, space, "its file is gone");
 			return 1;
 		}
+		/* The space was dropped (its file removed) after the page was
+		 * picked: nothing of it is left to materialize. */
+		struct ppl_node_page_info ni;
+		struct ppl_pool_page_info pi;
+		if (!ppl_node_page_info(n, space, page_no, &ni) &&
+		    (e->pool == NULL || !ppl_pool_page_info(e->pool, space, page_no, &pi)) &&
+		    !elided_has(e, (uint64_t)space << 32 | page_no))
+			return 1;
 		LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be materialized: no file holds "
 			"space %" PRIu32, e->datadir, space, page_no, space);
 		return -1;
@@ -1950,7 +1971,7 @@ static int with_page(struct ppl_engine *e, struct ppl_node *n, uint32_t space, u
 {
 	unsigned s;
 	uint64_t ino;
-	int claimed = page_claim(e, space, page_no, &s, &ino);
+	int claimed = page_claim(e, n, space, page_no, &s, &ino);
 	if (claimed != 0)
 		return claimed < 0 ? -1 : 0; /* a dropped space needs nothing more */
 	int rc = to_disk ? materialize(e, n, space, page_no, ino) : settle(e, n, space, page_no, ino);
