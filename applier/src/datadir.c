@@ -290,29 +290,21 @@ void ppl_datadir_note(struct ppl_datadir *d, uint32_t space, const char *relpath
 	pthread_rwlock_unlock(&d->lock);
 }
 
-/* Whether an entry is bound to ino or, never bound, names a path that an
- * entry bound to ino names. */
-static bool names_file(const struct space_file *a, size_t n, const struct space_file *e, uint64_t ino)
-{
-	if (e->ino == ino)
-		return true;
-	if (e->ino != 0)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (a[i].ino == ino && strcmp(a[i].path, e->path) == 0)
-			return true;
-	return false;
-}
-
 void ppl_datadir_forget(struct ppl_datadir *d, uint64_t ino)
 {
 	pthread_rwlock_wrlock(&d->lock);
 	/* No space matches UINT32_MAX: the entries stay, unused. A note
-	 * never bound to an inode names the file by its path only: left
-	 * alive it would take the next file made under that name (a table
-	 * created again, a datadir bootstrapped again) for the old space. */
+	 * never bound to an inode names its file by path only: left alive
+	 * it would take the next file made under that name (a table created
+	 * again, a datadir bootstrapped again in place) for the old space.
+	 * So unbound notes whose path has no file now go too. One of them
+	 * may name a file not created yet (the log names it first): its
+	 * space then has no known file until its page 0 is written, and
+	 * nothing of it is elided meanwhile (the decision needs the file),
+	 * which costs elisions, never a page. */
+	struct stat st;
 	for (size_t i = 0; i < d->nnotes; i++)
-		if (names_file(d->f, d->n, &d->notes[i], ino) || names_file(d->notes, d->nnotes, &d->notes[i], ino))
+		if (d->notes[i].ino == ino || (d->notes[i].ino == 0 && stat(d->notes[i].path, &st) != 0))
 			d->notes[i].space = UINT32_MAX;
 	for (size_t i = 0; i < d->n; i++)
 		if (d->f[i].ino == ino)

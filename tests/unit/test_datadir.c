@@ -155,6 +155,34 @@ int main(void)
 	CHECK(ppl_datadir_write_page(d, 16, 1, pg, PS) == -1);
 	CHECK(stat(p, &st) == 0 && st.st_size == PS);
 
+	/* A note never bound to an inode (all of the file's writes were
+	 * elided, nothing looked it up) goes with its file: the next file
+	 * made under that name (a table created again, a datadir
+	 * bootstrapped again in place) is not taken for the old space. */
+	ppl_datadir_note(d, 21, "./db/r.ibd");
+	uint64_t r_ino = make_file("db/r.ibd", 0);
+	snprintf(p, sizeof(p), "%s/db/r.ibd", root);
+	CHECK(unlink(p) == 0);
+	ppl_datadir_forget(d, r_ino);
+	uint64_t r2_ino = make_file("db/r.ibd", 0);
+	uint32_t sp2 = 0;
+	CHECK(ppl_datadir_space_of(d, r2_ino, &sp2) == -1);
+	CHECK(ppl_datadir_path(d, 21, out, sizeof(out)) == -1);
+	/* a later note of the same name supersedes an earlier one */
+	ppl_datadir_note(d, 22, "./db/s.ibd");
+	ppl_datadir_note(d, 23, "./db/s.ibd");
+	uint64_t s_ino = make_file("db/s.ibd", 0);
+	CHECK(ppl_datadir_space_of(d, s_ino, &sp2) == 0 && sp2 == 23);
+	CHECK(ppl_datadir_path(d, 22, out, sizeof(out)) == -1);
+	/* the log left behind: its notes name nothing, files are found by
+	 * their page 0 again */
+	ppl_datadir_note(d, 24, "./db/t.ibd");
+	make_file("db/t.ibd", 0);
+	CHECK(ppl_datadir_forget_notes(d) == 0);
+	CHECK(ppl_datadir_path(d, 24, out, sizeof(out)) == -1);
+	CHECK(ppl_datadir_space_of(d, s_ino, &sp2) == -1);
+	CHECK(ppl_datadir_check(d, 15, NULL) == 0);
+
 	/* ibdata1 is space 0 even before its page 0 is written */
 	make_file("ibdata1", 0);
 	snprintf(p, sizeof(p), "%s/ibdata1", root);
@@ -172,7 +200,8 @@ int main(void)
 	CHECK(ppl_datadir_check(d, 15, NULL) == 0);             /* page 0 of a file under the new root */
 
 	ppl_datadir_close(d);
-	const char *left[] = { "db/a2.ibd", "db/b3.ibd", "db/c2.ibd", "db/n.ibd", "db/m.ibd", "db/keep.ibd" };
+	const char *left[] = { "db/a2.ibd", "db/b3.ibd", "db/c2.ibd", "db/n.ibd", "db/m.ibd", "db/keep.ibd",
+				"db/r.ibd", "db/s.ibd", "db/t.ibd" };
 	for (size_t i = 0; i < sizeof(left) / sizeof(left[0]); i++) {
 		snprintf(p, sizeof(p), "%s/%s", root, left[i]);
 		unlink(p);
