@@ -177,6 +177,23 @@ int main(void)
 	CHECK_EQ_U(ppl_node_verify(n, p10, read_disk, NULL), 0);
 	CHECK_EQ_U(ppl_node_verify(n, disk, read_disk, NULL), 0);
 
+	/* A write at the LSN of the page its file holds, no record applied
+	 * (the only one lies below that LSN), other bytes: a change without
+	 * redo (a tool corrupting a page on purpose, a restore), not a
+	 * divergence of the rebuild. */
+	struct ppl_node *n3 = ppl_node_new(&cfg);
+	CHECK(n3 != NULL);
+	if (n3) {
+		CHECK(ppl_node_add_chunk(n3, 5, 9, 1, ppl_page_lsn(disk), false, rec, 4) == 0);
+		uint8_t tampered[PS];
+		memcpy(tampered, disk, PS);
+		CHECK_EQ_U(ppl_node_verify(n3, tampered, read_disk, NULL), 1);
+		tampered[24] ^= 0x42; /* FIL_PAGE_TYPE, as innodb.alter_kill does */
+		CHECK_EQ_U(ppl_node_verify(n3, tampered, read_disk, NULL), 0);
+		CHECK(ppl_node_page_info(n3, 5, 9, &info) && !info.diverged);
+		ppl_node_free(n3);
+	}
+
 	struct ppl_node_stats st;
 	ppl_node_get_stats(n, &st);
 	CHECK_EQ_U(st.mtrs, 3);

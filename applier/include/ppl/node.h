@@ -148,7 +148,9 @@ unsigned ppl_node_elide(struct ppl_node *n, uint32_t space, uint32_t page_no, ui
 /* Verify mode: a full page image is about to be written. If the index can
  * rebuild the page at the image's LSN, the rebuild is compared with the
  * image byte for byte. 1: identical; 0: not comparable (nothing pending
- * for the page, or records that do not reach its LSN); -1: they differ,
+ * for the page, records that do not reach its LSN, or no record applied
+ * and other bytes at the file's own LSN: a change without redo, reported
+ * through the log but no divergence); -1: they differ,
  * the page is marked diverged (full page writes only) and reported
  * through the config's log with its type, the first differing byte and
  * the record types involved. */
