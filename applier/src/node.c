@@ -869,6 +869,7 @@ unsigned ppl_node_elide(struct ppl_node *n, uint32_t space, uint32_t page_no, ui
 	if (!frame)
 		return PPL_ELIDE_NACK_INTERNAL;
 	unsigned verdict;
+	bool no_redo = false;
 	pthread_rwlock_rdlock(&n->lock);
 	const struct npage *p = find(n, key_of(space, page_no));
 	if (!p || !p->head) {
@@ -900,7 +901,16 @@ unsigned ppl_node_elide(struct ppl_node *n, uint32_t space, uint32_t page_no, ui
 			verdict = PPL_ELIDE_ACK; /* rebuilt, or the data file already holds exactly this page */
 		else
 			verdict = PPL_ELIDE_NACK_CHECKSUM;
-		if (verdict == PPL_ELIDE_NACK_CHECKSUM || verdict == PPL_ELIDE_NACK_UNSUPPORTED) {
+		/* Nothing applied and the file's page at this very LSN with
+		 * another checksum: its bytes were changed without redo (a
+		 * tool, a restore); the rebuild has no say, the write goes
+		 * through and is the page's base. Not a divergence. */
+		no_redo = verdict == PPL_ELIDE_NACK_CHECKSUM && !changed && ppl_page_lsn(frame) == lsn;
+		if (no_redo) {
+			say(n, "page %u:%u at LSN %llu is not elided: its file holds other bytes at that LSN and no record "
+			    "applies (changed without redo: a tool or a restore wrote it); the write is its base",
+			    space, page_no, (unsigned long long)lsn);
+		} else if (verdict == PPL_ELIDE_NACK_CHECKSUM || verdict == PPL_ELIDE_NACK_UNSUPPORTED) {
 			char types[200];
 			record_types(p, types, sizeof types);
 			say(n, "divergence: page %u:%u (%s) at LSN %llu: %s; records: %s; this page falls back to full page writes",
@@ -910,7 +920,7 @@ unsigned ppl_node_elide(struct ppl_node *n, uint32_t space, uint32_t page_no, ui
 	}
 	pthread_rwlock_unlock(&n->lock);
 	free(frame);
-	if (verdict == PPL_ELIDE_NACK_CHECKSUM || verdict == PPL_ELIDE_NACK_UNSUPPORTED)
+	if ((verdict == PPL_ELIDE_NACK_CHECKSUM && !no_redo) || verdict == PPL_ELIDE_NACK_UNSUPPORTED)
 		mark_diverged(n, space, page_no);
 	if (verdict == PPL_ELIDE_ACK)
 		__atomic_add_fetch(&n->st.elide_acked, 1, __ATOMIC_RELAXED);

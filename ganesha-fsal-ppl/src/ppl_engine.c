@@ -128,7 +128,7 @@ struct ppl_engine {
 	 * removed), which a disk would take. 0: no restart; UINT64_MAX: no
 	 * checkpoint since it. */
 	uint64_t replay_until_ns;
-	uint64_t superseded_writes, spaces_dropped, logs_copied_in;
+	uint64_t superseded_writes, spaces_dropped, logs_copied_in, partial_overwrites;
 	uint32_t dw_page_size;         /* the largest page the pool's doublewrite slots hold */
 	uint64_t verify_same, verify_diverged, verify_skipped;
 };
@@ -160,6 +160,7 @@ static bool elided_has(struct ppl_engine *e, uint64_t key);
 static bool served_rebuilt(struct ppl_engine *e, uint32_t space, uint32_t page_no);
 static bool holds_space(struct ppl_engine *e, uint64_t fileid, uint32_t space);
 static bool held_has(struct ppl_engine *e, uint64_t key);
+static int with_page(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint32_t page_no, bool to_disk);
 static void detach(struct ppl_engine *e, const char *why);
 static void write_back_pool(struct ppl_engine *e);
 static size_t elided_drop_space(struct ppl_engine *e, uint32_t space);
@@ -1453,6 +1454,38 @@ static void write_pages(struct ppl_engine *e, struct ppl_node *n, uint64_t filei
 	free(frame);
 }
 
+/* A write that covers only part of a page is never one of InnoDB's page
+ * writes of a logged page: it is a tool overwriting bytes (mysql-test-run
+ * zeroes half of a page 0 to test the doublewrite buffer), or a file
+ * copied in pieces. A disk would then hold MariaDB's newest page with
+ * those bytes over it. So before the write an elided page is materialized
+ * (its file then holds that newest page), and after it the page is what
+ * its file holds: its records are dropped, nothing rebuilds it. */
+static void partial_pages(struct ppl_engine *e, uint64_t fileid, uint64_t off, size_t len, bool before)
+{
+	size_t ps = e->page_size;
+	uint32_t space;
+	if (ps == 0 || len == 0 || (off % ps == 0 && len % ps == 0) || !file_space(e, fileid, &space) ||
+	    !holds_space(e, fileid, space))
+		return;
+	rcu_read_lock();
+	struct ppl_node *n = node_of(e);
+	for (uint64_t pg = off / ps; n && pg <= (off + len - 1) / ps; pg++) {
+		if (pg * ps >= off && pg * ps + ps <= off + len)
+			continue; /* covered whole: a page write (write_pages) */
+		if (before) {
+			if (served_rebuilt(e, space, (uint32_t)pg))
+				with_page(e, n, space, (uint32_t)pg, true);
+		} else if (forget_page(e, n, space, (uint32_t)pg) &&
+			   __atomic_add_fetch(&e->partial_overwrites, 1, __ATOMIC_RELAXED) <= 16) {
+			LogEvent(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu64 " was partly overwritten (%zu B at "
+				 "offset %" PRIu64 " of its file), not by a page write of InnoDB's: it is served as its "
+				 "file holds it, and its records are dropped", e->datadir, space, pg, len, off);
+		}
+	}
+	rcu_read_unlock();
+}
+
 void ppl_engine_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
 		      size_t len)
 {
@@ -1461,6 +1494,7 @@ void ppl_engine_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, const
 	if (n)
 		write_pages(e, n, fileid, off, iov, iovcnt, len);
 	rcu_read_unlock();
+	partial_pages(e, fileid, off, len, false);
 }
 
 
@@ -1752,6 +1786,7 @@ int ppl_engine_write_begin(struct ppl_engine *e, bool is_log, uint64_t fileid, u
 			verify_write(e, off, iov, iovcnt, len);
 		return 0;
 	}
+	partial_pages(e, fileid, off, len, true); /* before its stripes: materialization takes them */
 	stripes_enter(e, fileid, off, len);
 	keep_newer_pages(e, off, iov, iovcnt, len);
 	if (e->verify)

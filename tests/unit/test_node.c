@@ -191,6 +191,11 @@ int main(void)
 		tampered[24] ^= 0x42; /* FIL_PAGE_TYPE, as innodb.alter_kill does */
 		CHECK_EQ_U(ppl_node_verify(n3, tampered, read_disk, NULL), 0);
 		CHECK(ppl_node_page_info(n3, 5, 9, &info) && !info.diverged);
+		/* asked to elide a page of other bytes at the file's LSN:
+		 * refused (the write goes through), not diverged */
+		CHECK_EQ_U(ppl_node_elide(n3, 5, 9, ppl_page_lsn(disk), ppl_page_stored_crc(disk, PS) ^ 1, read_disk,
+					  NULL), PPL_ELIDE_NACK_CHECKSUM);
+		CHECK(ppl_node_page_info(n3, 5, 9, &info) && !info.diverged);
 		ppl_node_free(n3);
 	}
 
