@@ -714,6 +714,36 @@ static void pool_forget_datadir(struct ppl_engine *e, const char *old)
 			k.n > 4 ? ", ..." : "", old);
 }
 
+void ppl_engine_file_leaving(struct ppl_engine *e, uint64_t fileid)
+{
+	uint32_t space;
+	if (e->pool == NULL || !file_space(e, fileid, &space) || !holds_space(e, fileid, space))
+		return;
+	struct key_list k = { 0 };
+	pthread_mutex_lock(&e->elided_lock);
+	for (size_t i = 0; i < e->elided_cap; i++)
+		if (e->elided[i] > 1 && (uint32_t)((e->elided[i] - 2) >> 32) == space)
+			key_list_add(&k, space, (uint32_t)(e->elided[i] - 2));
+	pthread_mutex_unlock(&e->elided_lock);
+	size_t failed = 0;
+	pthread_mutex_lock(&e->gate_lock);
+	rcu_read_lock();
+	struct ppl_node *n = node_of(e);
+	for (size_t i = 0; n && i < k.n; i++)
+		if (with_page(e, n, space, (uint32_t)k.keys[i], true) != 0)
+			failed++;
+	rcu_read_unlock();
+	pthread_mutex_unlock(&e->gate_lock);
+	if (failed || k.incomplete)
+		LogCrit(COMPONENT_FSAL, "PPL: %s: space %" PRIu32 "'s file is renamed away with %zu elided page(s) not "
+			"written into it%s (see the lines above): those pages are lost to it", e->datadir, space,
+			failed, k.incomplete ? " (out of memory listing them)" : "");
+	else if (k.n)
+		LogEvent(COMPONENT_FSAL, "PPL: %s: space %" PRIu32 "'s file is renamed away: its %zu elided page(s) "
+			 "were written into it first", e->datadir, space, k.n);
+	free(k.keys);
+}
+
 struct pool_load {
 	struct ppl_node *n;
 	uint32_t space, page_no;

@@ -70,6 +70,11 @@ void ppl_engine_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, const
  * forget which space it held (a new file may reuse its inode number) and
  * everything the log said about that space (I7). */
 void ppl_engine_file_gone(struct ppl_engine *e, uint64_t fileid);
+/* The page file is about to be renamed to a name that is not a page
+ * file's (moved aside, as mysql-test-run does, perhaps to come back): the
+ * pages elided for it are written into it first, so that it holds what a
+ * disk would; once renamed, its space's state goes (file_gone). */
+void ppl_engine_file_leaving(struct ppl_engine *e, uint64_t fileid);
 
 /* Verify = true: every full page write is first compared byte for byte
  * with the page the index rebuilds at its LSN; divergences are counted in

@@ -275,6 +275,11 @@ void ppl_hook_resize(struct ppl_hooks *h, const struct ppl_file *f, uint64_t new
 		ppl_engine_file_gone(h->engine, f->fileid);
 }
 
+void ppl_hook_rename_away(struct ppl_hooks *h, const struct ppl_file *f)
+{
+	ppl_engine_file_leaving(h->engine, f->fileid);
+}
+
 void ppl_hook_unlink(struct ppl_hooks *h, const struct ppl_file *f)
 {
 	count(h, f->cls, PPL_OP_UNLINK, 0);

@@ -109,6 +109,8 @@ int ppl_hook_read(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset
 		  struct iovec *iov, int iovcnt, size_t len);
 void ppl_hook_resize(struct ppl_hooks *h, const struct ppl_file *f, uint64_t new_size);
 void ppl_hook_unlink(struct ppl_hooks *h, const struct ppl_file *f);
+/* Before a page file is renamed to a name that is not a page file's. */
+void ppl_hook_rename_away(struct ppl_hooks *h, const struct ppl_file *f);
 /* `replaced` is the file the rename overwrote at the destination, or NULL. */
 void ppl_hook_rename(struct ppl_hooks *h, const struct ppl_file *from, const struct ppl_file *to,
 		     const struct ppl_file *replaced);
