@@ -714,36 +714,6 @@ static void pool_forget_datadir(struct ppl_engine *e, const char *old)
 			k.n > 4 ? ", ..." : "", old);
 }
 
-void ppl_engine_file_leaving(struct ppl_engine *e, uint64_t fileid)
-{
-	uint32_t space;
-	if (e->pool == NULL || !file_space(e, fileid, &space) || !holds_space(e, fileid, space))
-		return;
-	struct key_list k = { 0 };
-	pthread_mutex_lock(&e->elided_lock);
-	for (size_t i = 0; i < e->elided_cap; i++)
-		if (e->elided[i] > 1 && (uint32_t)((e->elided[i] - 2) >> 32) == space)
-			key_list_add(&k, space, (uint32_t)(e->elided[i] - 2));
-	pthread_mutex_unlock(&e->elided_lock);
-	size_t failed = 0;
-	pthread_mutex_lock(&e->gate_lock);
-	rcu_read_lock();
-	struct ppl_node *n = node_of(e);
-	for (size_t i = 0; n && i < k.n; i++)
-		if (with_page(e, n, space, (uint32_t)k.keys[i], true) != 0)
-			failed++;
-	rcu_read_unlock();
-	pthread_mutex_unlock(&e->gate_lock);
-	if (failed || k.incomplete)
-		LogCrit(COMPONENT_FSAL, "PPL: %s: space %" PRIu32 "'s file is renamed away with %zu elided page(s) not "
-			"written into it%s (see the lines above): those pages are lost to it", e->datadir, space,
-			failed, k.incomplete ? " (out of memory listing them)" : "");
-	else if (k.n)
-		LogEvent(COMPONENT_FSAL, "PPL: %s: space %" PRIu32 "'s file is renamed away: its %zu elided page(s) "
-			 "were written into it first", e->datadir, space, k.n);
-	free(k.keys);
-}
-
 struct pool_load {
 	struct ppl_node *n;
 	uint32_t space, page_no;
@@ -2053,13 +2023,15 @@ struct due {
 	struct ppl_engine *e;
 	uint64_t upto;
 	unsigned part, nparts;         /* only keys hashing to part (nparts 0: all) */
+	bool one_space;                /* only pages of space */
+	uint32_t space;
 	struct key_list l;
 };
 
 static void collect_due(void *arg, uint32_t space, uint32_t page_no, const struct ppl_node_page_info *i)
 {
 	struct due *d = arg;
-	if (!i->known || i->first_lsn >= d->upto)
+	if (!i->known || i->first_lsn >= d->upto || (d->one_space && space != d->space))
 		return;
 	uint64_t key = (uint64_t)space << 32 | page_no;
 	if (d->nparts && key_part(key, d->nparts) != d->part)
@@ -2142,17 +2114,26 @@ static int gate(struct ppl_engine *e, struct ppl_node *n, uint64_t ckpt, uint64_
 	return rc;
 }
 
-static void materialize_elided(struct ppl_engine *e, struct ppl_node *n)
+/* Writes every page elided so far (d's filter: of one space or all) to
+ * its data file; how many could not be. d->l is left with the pages
+ * listed (the caller frees it). */
+static size_t materialize_due(struct ppl_engine *e, struct ppl_node *n, struct due *d)
 {
 	pthread_mutex_lock(&e->gate_lock);
-	struct due d = { .e = e, .upto = UINT64_MAX };
-	ppl_node_for_each_page(n, collect_due, &d);
+	ppl_node_for_each_page(n, collect_due, d);
 	size_t failed = 0;
-	for (size_t i = 0; i < d.l.n; i++)
-		if (with_page(e, n, (uint32_t)(d.l.keys[i] >> 32), (uint32_t)d.l.keys[i], true) != 0)
+	for (size_t i = 0; i < d->l.n; i++)
+		if (with_page(e, n, (uint32_t)(d->l.keys[i] >> 32), (uint32_t)d->l.keys[i], true) != 0)
 			failed++;
-	free(d.l.keys);
 	pthread_mutex_unlock(&e->gate_lock);
+	return failed;
+}
+
+static void materialize_elided(struct ppl_engine *e, struct ppl_node *n)
+{
+	struct due d = { .e = e, .upto = UINT64_MAX };
+	size_t failed = materialize_due(e, n, &d);
+	free(d.l.keys);
 	if (failed || d.l.incomplete)
 		LogCrit(COMPONENT_FSAL, "PPL: %s: %zu page(s) could not be materialized%s; their records stay in "
 			"the pool and are put back into the index at the next ingest start", e->datadir, failed,
@@ -2160,6 +2141,28 @@ static void materialize_elided(struct ppl_engine *e, struct ppl_node *n)
 	else if (d.l.n)
 		LogEvent(COMPONENT_FSAL, "PPL: %s: %zu page(s) kept in the pool or memory written to their data "
 			 "files", e->datadir, d.l.n);
+}
+
+void ppl_engine_file_leaving(struct ppl_engine *e, uint64_t fileid)
+{
+	uint32_t space;
+	if (e->pool == NULL || !file_space(e, fileid, &space) || !holds_space(e, fileid, space))
+		return;
+	struct due d = { .e = e, .upto = UINT64_MAX, .one_space = true, .space = space };
+	size_t failed = 0;
+	rcu_read_lock();
+	struct ppl_node *n = node_of(e);
+	if (n)
+		failed = materialize_due(e, n, &d);
+	rcu_read_unlock();
+	free(d.l.keys);
+	if (failed || d.l.incomplete)
+		LogCrit(COMPONENT_FSAL, "PPL: %s: space %" PRIu32 "'s file is renamed away with %zu elided page(s) not "
+			"written into it%s (see the lines above): those pages are lost to it", e->datadir, space,
+			failed, d.l.incomplete ? " (out of memory listing them)" : "");
+	else if (d.l.n)
+		LogEvent(COMPONENT_FSAL, "PPL: %s: space %" PRIu32 "'s file is renamed away: its %zu elided page(s) "
+			 "were written into it first", e->datadir, space, d.l.n);
 }
 
 /* The pool can hold records of pages the index no longer lists (kept

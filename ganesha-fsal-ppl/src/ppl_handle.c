@@ -277,10 +277,10 @@ static fsal_status_t renamefile(struct fsal_obj_handle *obj, struct fsal_obj_han
 	if (obj->type == REGULAR_FILE)
 		replaces = rename_victim(pexp, ppl_handle_of(newdir), new_name, h, &victim, victim_name,
 					 sizeof(victim_name), victim_key, sizeof(victim_key), &victim_key_len);
-	if (obj->type == REGULAR_FILE && ppl_class_has_pages(ppl_classify(old_name)) &&
-	    !ppl_class_has_pages(ppl_classify(new_name))) {
+	enum ppl_file_class old_cls = ppl_classify(old_name);
+	if (obj->type == REGULAR_FILE && ppl_class_has_pages(old_cls) && !ppl_class_has_pages(ppl_classify(new_name))) {
 		/* moved aside: what a disk would hold goes with it */
-		struct ppl_file leaving = { .cls = ppl_classify(old_name), .fileid = obj->fileid, .name = old_name };
+		struct ppl_file leaving = { .cls = old_cls, .fileid = obj->fileid, .name = old_name };
 		ppl_hook_rename_away(pexp->hooks, &leaving);
 	}
 	PPL_SUBCALL(pexp, st = ppl_handle_of(olddir)->sub->obj_ops->rename(
