@@ -214,6 +214,15 @@ static int find(struct ppl_datadir *d, uint32_t space, char *out, size_t outlen,
 	return -1;
 }
 
+/* Notes and bindings dropped, files known again by their page 0; lock
+ * held for writing. */
+static void forget_locked(struct ppl_datadir *d)
+{
+	d->n = 0;
+	d->nnotes = 0;
+	scan_dir(d, d->dir, 0);
+}
+
 int ppl_datadir_set_root(struct ppl_datadir *d, const char *dir)
 {
 	char *copy = strdup(dir);
@@ -222,13 +231,11 @@ int ppl_datadir_set_root(struct ppl_datadir *d, const char *dir)
 	pthread_rwlock_wrlock(&d->lock);
 	free(d->dir);
 	d->dir = copy;
-	d->n = 0;
 	/* What the old datadir's log said, and the bindings learned from
 	 * its files, name that datadir's files: space ids repeat from one
 	 * datadir to the next (mysql-test-run bootstraps several under one
 	 * export), and a page of this one must never reach those. */
-	d->nnotes = 0;
-	scan_dir(d, d->dir, 0);
+	forget_locked(d);
 	pthread_rwlock_unlock(&d->lock);
 	return 0;
 }
@@ -312,16 +319,11 @@ void ppl_datadir_forget(struct ppl_datadir *d, uint64_t ino)
 	pthread_rwlock_unlock(&d->lock);
 }
 
-int ppl_datadir_forget_notes(struct ppl_datadir *d)
+void ppl_datadir_forget_notes(struct ppl_datadir *d)
 {
-	pthread_rwlock_rdlock(&d->lock);
-	char *dir = strdup(d->dir);
+	pthread_rwlock_wrlock(&d->lock);
+	forget_locked(d);
 	pthread_rwlock_unlock(&d->lock);
-	if (dir == NULL)
-		return -1;
-	int rc = ppl_datadir_set_root(d, dir);
-	free(dir);
-	return rc;
 }
 
 int ppl_datadir_space_of(struct ppl_datadir *d, uint64_t ino, uint32_t *space)

@@ -30,8 +30,8 @@ void ppl_datadir_bind(struct ppl_datadir *d, uint64_t ino, uint32_t space);
 void ppl_datadir_forget(struct ppl_datadir *d, uint64_t ino);
 /* The log that named files is left behind (removed, replaced, another
  * datadir's): what it said, and what was bound from it, is forgotten, and
- * the files are known again by their page 0. 0, or -1 out of memory. */
-int ppl_datadir_forget_notes(struct ppl_datadir *d);
+ * the files are known again by their page 0. */
+void ppl_datadir_forget_notes(struct ppl_datadir *d);
 /* The space held by the file with this inode: 0, or -1 if not known. */
 int ppl_datadir_space_of(struct ppl_datadir *d, uint64_t ino, uint32_t *space);
 /* The path of the space's file into out: 0, or -1 if there is none. */
