@@ -936,6 +936,7 @@ int ppl_node_verify(struct ppl_node *n, const uint8_t *image, ppl_node_read_fn r
 	if (!frame)
 		return 0;
 	int result = 0;
+	bool no_redo = false;        /* as in ppl_node_elide */
 	char types[200] = "", why[200] = "";
 	pthread_rwlock_rdlock(&n->lock);
 	const struct npage *p = find(n, key_of(space, page_no));
@@ -964,19 +965,19 @@ int ppl_node_verify(struct ppl_node *n, const uint8_t *image, ppl_node_read_fn r
 			 * purpose (mysql-test-run's corruption tests), a restore
 			 * -- and say nothing of the rebuild; the write makes them
 			 * the page's base. */
-			if (result < 0 && !changed)
-				result = 2;
+			if (result < 0 && !changed) {
+				no_redo = true;
+				result = 0;
+			}
 		}
 		if (result < 0)
 			record_types(p, types, sizeof types);
 	}
 	pthread_rwlock_unlock(&n->lock);
-	if (result == 2) {
+	if (no_redo)
 		say(n, "page %u:%u is written at LSN %llu with other bytes than its file holds at that LSN (%s), and no "
 		    "record lies between: changed without redo (a tool or a restore wrote it), not compared; it is "
 		    "the page's base from now on", space, page_no, (unsigned long long)lsn, why);
-		result = 0;
-	}
 	if (result < 0) {
 		say(n, "divergence (verify): page %u:%u (%s) at LSN %llu: the page rebuilt from the log differs from "
 		    "the page written: %s; records: %s; this page falls back to full page writes",
