@@ -17,6 +17,7 @@
 
 #include "ppl/datadir.h"
 #include "ppl/elision_server.h"
+#include "ppl/filemap.h"
 #include "ppl/node.h"
 #include "ppl/pool.h"
 #include "ppl/page.h"
@@ -26,13 +27,7 @@
 #include "ppl_histogram.h"
 #include "ppl_page_cache.h"
 
-#define SPACE_MAP_SIZE 4096u /* open addressing, fileid -> space id */
 #define STRIPES 1024u
-
-struct space_slot {
-	uint64_t fileid;       /* 0: empty */
-	uint32_t space;
-};
 
 struct ppl_engine {
 	char *exportdir;
@@ -50,8 +45,7 @@ struct ppl_engine {
 	size_t cache_bytes;            /* Page_Cache_Size; the cache is made once the page size is known */
 	struct ppl_page_cache *cache;
 
-	pthread_mutex_t map_lock;
-	struct space_slot map[SPACE_MAP_SIZE];
+	struct ppl_filemap *files;     /* which space each file holds */
 
 	/* Elision (when configured): the pool's doublewrite slots, the
 	 * service, and the page-write stripes that keep materialization and
@@ -188,7 +182,9 @@ struct ppl_engine *ppl_engine_new(const char *datadir)
 		return NULL;
 	e->exportdir = strdup(datadir);
 	e->datadir = strdup(datadir);
-	if (e->datadir == NULL || e->exportdir == NULL) {
+	e->files = ppl_filemap_new();
+	if (e->datadir == NULL || e->exportdir == NULL || e->files == NULL) {
+		ppl_filemap_free(e->files);
 		free(e->exportdir);
 		free(e->datadir);
 		free(e);
@@ -196,7 +192,6 @@ struct ppl_engine *ppl_engine_new(const char *datadir)
 	}
 	pthread_mutex_init(&e->log_lock, NULL);
 	pthread_mutex_init(&e->order_lock, NULL);
-	pthread_mutex_init(&e->map_lock, NULL);
 	pthread_mutex_init(&e->stripe_lock, NULL);
 	pthread_cond_init(&e->stripe_cond, NULL);
 	pthread_mutex_init(&e->gate_lock, NULL);
@@ -234,7 +229,7 @@ void ppl_engine_free(struct ppl_engine *e)
 	ppl_page_cache_free(e->cache);
 	pthread_mutex_destroy(&e->log_lock);
 	pthread_mutex_destroy(&e->order_lock);
-	pthread_mutex_destroy(&e->map_lock);
+	ppl_filemap_free(e->files);
 	free(e->datadir);
 	free(e->exportdir);
 	free(e);
@@ -242,43 +237,15 @@ void ppl_engine_free(struct ppl_engine *e)
 
 /* ---- which space a file holds -------------------------------------------- */
 
-/* A file that was unlinked: its inode number may come back with a new
- * file, which must not be taken for the old space. */
-#define SPACE_GONE UINT32_MAX
-
 static void map_set(struct ppl_engine *e, uint64_t fileid, uint32_t space)
 {
-	bool fresh = false;
 	if (fileid == 0)
 		return;
-	pthread_mutex_lock(&e->map_lock);
-	for (unsigned i = 0; i < SPACE_MAP_SIZE; i++) {
-		struct space_slot *s = &e->map[(fileid + i) % SPACE_MAP_SIZE];
-		if (s->fileid == fileid || s->fileid == 0) {
-			fresh = s->fileid == 0 || s->space != space;
-			s->fileid = fileid;
-			s->space = space;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&e->map_lock);
-	/* the datadir learns which file holds the space, for a file whose
-	 * page 0 never reached the disk */
-	if (fresh && e->dd)
+	/* The datadir learns which file holds the space, for a file whose
+	 * page 0 never reached the disk; also when the map is out of memory
+	 * (-1): the map only spares the datadir's lookup. */
+	if (ppl_filemap_set(e->files, fileid, space) != 0 && e->dd)
 		ppl_datadir_bind(e->dd, fileid, space);
-}
-
-/* The slot holding fileid, or NULL; map_lock held. */
-static struct space_slot *map_find(struct ppl_engine *e, uint64_t fileid)
-{
-	for (unsigned i = 0; i < SPACE_MAP_SIZE; i++) {
-		struct space_slot *s = &e->map[(fileid + i) % SPACE_MAP_SIZE];
-		if (s->fileid == 0)
-			return NULL;
-		if (s->fileid == fileid)
-			return s;
-	}
-	return NULL;
 }
 
 void ppl_engine_file_gone(struct ppl_engine *e, uint64_t fileid)
@@ -287,28 +254,20 @@ void ppl_engine_file_gone(struct ppl_engine *e, uint64_t fileid)
 	 * any more. A space id can come back with another file (undo
 	 * tablespaces re-created, IMPORT into a table whose file was
 	 * discarded): its old records must never reach that file, and an
-	 * elided page of a removed file has no file to be materialized into. */
+	 * elided page of a removed file has no file to be materialized into.
+	 * Its inode number can come back with a new file too, which must not
+	 * be taken for the old space: the binding is removed, not kept. */
 	uint32_t space;
 	if (file_space(e, fileid, &space))
 		drop_space(e, space, "its file was removed");
-	pthread_mutex_lock(&e->map_lock);
-	struct space_slot *s = map_find(e, fileid);
-	if (s)
-		s->space = SPACE_GONE; /* the slot stays: later keys probe past it */
-	pthread_mutex_unlock(&e->map_lock);
+	ppl_filemap_remove(e->files, fileid, NULL);
 	if (e->dd)
 		ppl_datadir_forget(e->dd, fileid);
 }
 
 static bool map_get(struct ppl_engine *e, uint64_t fileid, uint32_t *space)
 {
-	pthread_mutex_lock(&e->map_lock);
-	struct space_slot *s = map_find(e, fileid);
-	bool found = s && s->space != SPACE_GONE;
-	if (found)
-		*space = s->space;
-	pthread_mutex_unlock(&e->map_lock);
-	return found;
+	return ppl_filemap_get(e->files, fileid, space);
 }
 
 /* The space a file holds, by what its pages or the log said. */
@@ -1084,9 +1043,7 @@ static void detach(struct ppl_engine *e, const char *why)
 	 * for the old space, and its elided pages read as the zeros on
 	 * disk. Every page elided so far is in its file now (above), page 0
 	 * included, so the files are found again by their page 0. */
-	pthread_mutex_lock(&e->map_lock);
-	memset(e->map, 0, sizeof(e->map));
-	pthread_mutex_unlock(&e->map_lock);
+	ppl_filemap_clear(e->files);
 	if (e->dd)
 		ppl_datadir_forget_notes(e->dd);
 	/* anything else noted about the old log's pages describes nothing now */
