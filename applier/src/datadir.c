@@ -145,6 +145,14 @@ size_t ppl_datadir_spaces(struct ppl_datadir *d)
 	return n;
 }
 
+size_t ppl_datadir_notes(struct ppl_datadir *d)
+{
+	pthread_rwlock_rdlock(&d->lock);
+	size_t n = d->nnotes;
+	pthread_rwlock_unlock(&d->lock);
+	return n;
+}
+
 /* Whether the file seen at this path is still the one there: TRUNCATE and
  * ALTER put another file (another space) under the same name. Notes from
  * the log name a path only and are taken as they are. */
@@ -313,6 +321,15 @@ void ppl_datadir_forget(struct ppl_datadir *d, uint64_t ino)
 	for (size_t i = 0; i < d->nnotes; i++)
 		if (d->notes[i].ino == ino || (d->notes[i].ino == 0 && stat(d->notes[i].path, &st) != 0))
 			d->notes[i].space = UINT32_MAX;
+	/* Dead notes (these, and those a later note of the same path
+	 * superseded) go, in order (the latest note wins): a datadir that
+	 * lives long creates and drops files without end, and each note is
+	 * a path searched on every lookup. */
+	size_t kept = 0;
+	for (size_t i = 0; i < d->nnotes; i++)
+		if (d->notes[i].space != UINT32_MAX)
+			d->notes[kept++] = d->notes[i];
+	d->nnotes = kept;
 	for (size_t i = 0; i < d->n; i++)
 		if (d->f[i].ino == ino)
 			d->f[i].space = UINT32_MAX;

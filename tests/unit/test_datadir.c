@@ -174,6 +174,20 @@ int main(void)
 	uint64_t s_ino = make_file("db/s.ibd", 0);
 	CHECK(ppl_datadir_space_of(d, s_ino, &sp2) == 0 && sp2 == 23);
 	CHECK(ppl_datadir_path(d, 22, out, sizeof(out)) == -1);
+	/* tables created and dropped without end (a long-lived datadir):
+	 * the notes of removed files go, the others stay and still answer */
+	size_t before = ppl_datadir_notes(d);
+	for (uint32_t i = 0; i < 300; i++) {
+		ppl_datadir_note(d, 1000 + i, "./db/churn.ibd");
+		uint64_t c_ino = make_file("db/churn.ibd", 0);
+		ppl_datadir_bind(d, c_ino, 1000 + i);
+		CHECK(ppl_datadir_space_of(d, c_ino, &sp2) == 0 && sp2 == 1000 + i);
+		snprintf(p, sizeof(p), "%s/db/churn.ibd", root);
+		CHECK(unlink(p) == 0);
+		ppl_datadir_forget(d, c_ino);
+	}
+	CHECK(ppl_datadir_notes(d) <= before);
+	CHECK(ppl_datadir_space_of(d, s_ino, &sp2) == 0 && sp2 == 23);
 	/* the log left behind: its notes name nothing, files are found by
 	 * their page 0 again */
 	ppl_datadir_note(d, 24, "./db/t.ibd");

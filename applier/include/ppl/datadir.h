@@ -16,6 +16,9 @@ struct ppl_datadir;
 struct ppl_datadir *ppl_datadir_open(const char *dir, char *err, size_t errlen);
 void ppl_datadir_close(struct ppl_datadir *d);
 size_t ppl_datadir_spaces(struct ppl_datadir *d);
+/* How many notes (from the log, and bindings learned from pages) are kept:
+ * the live ones only. */
+size_t ppl_datadir_notes(struct ppl_datadir *d);
 /* The log says `relpath` (as InnoDB names it: "./db/t.ibd") holds space:
  * for files whose page 0 was never written. */
 void ppl_datadir_note(struct ppl_datadir *d, uint32_t space, const char *relpath);
