@@ -3,7 +3,6 @@
 #include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <fnmatch.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +11,7 @@
 #include <unistd.h>
 
 #include "ppl/datadir.h"
+#include "ppl/fileclass.h"
 #include "ppl/mach.h"
 #include "ppl/page.h"
 
@@ -83,6 +83,23 @@ static void add_file(struct ppl_datadir *d, const char *path)
 	snprintf(e->path, sizeof(e->path), "%s", path);
 }
 
+/* A file of a space the log can name: a table (*.ibd, in the datadir or a
+ * database directory), the system or an undo tablespace (in the datadir
+ * only). Not the temporary tablespace: the log never names it. */
+static bool holds_space(const char *name, int depth)
+{
+	switch (ppl_innodb_file_of(name)) {
+	case PPL_INNODB_TABLE:
+	case PPL_INNODB_INTERMEDIATE:
+		return true;
+	case PPL_INNODB_SYSTEM:
+	case PPL_INNODB_UNDO:
+		return depth == 0;
+	default:
+		return false;
+	}
+}
+
 static void scan_dir(struct ppl_datadir *d, const char *dir, int depth)
 {
 	DIR *dh = opendir(dir);
@@ -99,10 +116,7 @@ static void scan_dir(struct ppl_datadir *d, const char *dir, int depth)
 			continue;
 		if (S_ISDIR(st.st_mode) && depth == 0)
 			scan_dir(d, p, 1);
-		else if (S_ISREG(st.st_mode) &&
-			 (fnmatch("*.ibd", e->d_name, 0) == 0 ||
-			  (depth == 0 && (fnmatch("ibdata[0-9]*", e->d_name, 0) == 0 ||
-					  fnmatch("undo[0-9][0-9][0-9]", e->d_name, 0) == 0))))
+		else if (S_ISREG(st.st_mode) && holds_space(e->d_name, depth))
 			add_file(d, p);
 	}
 	closedir(dh);

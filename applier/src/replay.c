@@ -7,6 +7,7 @@
  * (unless the log initializes it), rebuilt, and written back. File records
  * (create, delete, rename, undo truncation) are acted on at the end. */
 #include "ppl/replay.h"
+#include "ppl/fileclass.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -127,16 +128,10 @@ static struct space *space_add(struct ctx *c, uint32_t id)
 static bool is_page_file(const char *name)
 {
 	size_t n = strlen(name);
-	if (n > 4 && !strcmp(name + n - 4, ".ibd"))
-		return true;
-	if (!strncmp(name, "ibdata", 6))
-		return true;
-	if (!strncmp(name, "undo", 4) && name[4] >= '0' && name[4] <= '9')
+	if (ppl_innodb_file_redo_covered(ppl_innodb_file_of(name)))
 		return true;
 	/* mariadb-backup copies tables created during the backup as NAME.new */
-	if (n > 4 && !strcmp(name + n - 4, ".new"))
-		return true;
-	return false;
+	return n > 4 && !strcmp(name + n - 4, ".new");
 }
 
 /* Reads page 0 of a file: its space id and page size. */

@@ -4,12 +4,12 @@
 #include "config.h"
 #include "log.h"
 
-#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ppl/fileclass.h"
 #include "ppl_config.h"
 #include "ppl_control.h"
 #include "ppl_engine.h"
@@ -52,34 +52,31 @@ const char *ppl_file_class_name(enum ppl_file_class cls)
 	return cls < PPL_FILE_CLASS_COUNT ? class_names[cls] : "?";
 }
 
-static bool all_digits(const char *s)
-{
-	if (*s == '\0')
-		return false;
-	for (; *s; s++)
-		if (!isdigit((unsigned char)*s))
-			return false;
-	return true;
-}
-
+/* What the engine does with each kind of InnoDB file (ppl/fileclass.h
+ * says which name is which): the files whose pages the redo covers are
+ * rebuilt and their writes verified or elided (the intermediate #sql
+ * tables of ALTER ... COPY included: they are logged like any table);
+ * everything else, the temporary tablespace and older logs included,
+ * passes through. */
 enum ppl_file_class ppl_classify(const char *name)
 {
-	size_t n;
-
 	if (name == NULL)
 		return PPL_FILE_UNRESOLVED;
-	if (strcmp(name, "ib_logfile0") == 0)
+	switch (ppl_innodb_file_of(name)) {
+	case PPL_INNODB_REDO:
 		return PPL_FILE_REDO_LOG;
-	if (strcmp(name, "ib_logfile101") == 0)
+	case PPL_INNODB_REDO_NEW:
 		return PPL_FILE_REDO_NEW;
-	if (strncmp(name, "ibdata", 6) == 0 && all_digits(name + 6))
+	case PPL_INNODB_SYSTEM:
 		return PPL_FILE_SYSTEM_TS;
-	if (strncmp(name, "undo", 4) == 0 && all_digits(name + 4))
+	case PPL_INNODB_UNDO:
 		return PPL_FILE_UNDO_TS;
-	n = strlen(name);
-	if (n > 4 && strcmp(name + n - 4, ".ibd") == 0)
+	case PPL_INNODB_TABLE:
+	case PPL_INNODB_INTERMEDIATE:
 		return PPL_FILE_TABLESPACE;
-	return PPL_FILE_OTHER;
+	default:
+		return PPL_FILE_OTHER;
+	}
 }
 
 bool ppl_class_has_pages(enum ppl_file_class cls)

@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "ppl/fileclass.h"
 #include "ppl/mach.h"
 #include "ppl/page.h"
 
@@ -106,20 +107,26 @@ void catcher_fd_learn(int fd, uint8_t fmt, uint32_t ps, uint32_t space)
  * InnoDB file we know. */
 static unsigned class_of_name(const char *path)
 {
-	const char *base = strrchr(path, '/');
-	base = base ? base + 1 : path;
-	size_t n = strlen(base);
-	if (!strncmp(base, "ib_logfile", 10))
+	/* The intermediate #sql tables are redo-logged, but they live only
+	 * for one ALTER: eliding their pages would gain little and put the
+	 * ALTER's result at stake, so they are written like temporary files. */
+	switch (ppl_innodb_file_of(path)) {
+	case PPL_INNODB_REDO:
+	case PPL_INNODB_REDO_NEW:
+	case PPL_INNODB_REDO_OLD:
 		return CLASS_REDO;
-	if (!strncmp(base, "ibtmp", 5))
+	case PPL_INNODB_TEMP:
+	case PPL_INNODB_INTERMEDIATE:
 		return CLASS_TEMP;
-	if (!strncmp(base, "ibdata", 6))
+	case PPL_INNODB_SYSTEM:
 		return CLASS_SYSTEM;
-	if (!strncmp(base, "undo", 4) && n > 4 && strspn(base + 4, "0123456789") == n - 4)
+	case PPL_INNODB_UNDO:
 		return CLASS_UNDO;
-	if (n > 4 && !strcmp(base + n - 4, ".ibd"))
-		return strncmp(base, "#sql", 4) == 0 ? CLASS_TEMP : CLASS_IBD;
-	return CLASS_NONE;
+	case PPL_INNODB_TABLE:
+		return CLASS_IBD;
+	default:
+		return CLASS_NONE;
+	}
 }
 
 static bool under_datadir(const char *canon)
