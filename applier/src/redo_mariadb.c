@@ -63,10 +63,15 @@ static int parse_header(const uint8_t *b, struct ppl_log_header *h, char *err, s
 	return 0;
 }
 
-static int parse_checkpoint(const uint8_t *b, const struct ppl_log_header *h, struct ppl_checkpoint *c)
+static void peek_checkpoint(const uint8_t *b, struct ppl_checkpoint *c)
 {
 	c->lsn = ppl_rd8(b);
 	c->end_lsn = ppl_rd8(b + 8);
+}
+
+static int parse_checkpoint(const uint8_t *b, const struct ppl_log_header *h, struct ppl_checkpoint *c)
+{
+	peek_checkpoint(b, c);
 	if (c->lsn < h->first_lsn || c->end_lsn < c->lsn)
 		return -1;
 	for (int i = 16; i < 60; i++)
@@ -129,6 +134,8 @@ const struct ppl_redo_dialect ppl_dialect_mariadb_10_8 = {
 	.area_start = AREA_START,
 	.parse_header = parse_header,
 	.parse_checkpoint = parse_checkpoint,
+	.checkpoint_peek = 16,
+	.peek_checkpoint = peek_checkpoint,
 	.frame = frame,
 };
 

@@ -887,11 +887,12 @@ void ppl_engine_start_from_disk(struct ppl_engine *e)
  * they may arrive out of order). */
 #define COPY_REORDER (4u << 20)
 
-/* Whether a write is MariaDB's checkpoint block: a lone block at 4096 or
- * 8192, never part of a copy's sequential writes. */
+/* Whether a write is MariaDB's checkpoint block: a lone block at one of
+ * the two checkpoint offsets, never part of a copy's sequential writes. */
 static bool is_checkpoint_block(uint64_t off, size_t len)
 {
-	return (off == 4096 || off == 8192) && len <= 4096;
+	const struct ppl_redo_dialect *d = &ppl_dialect_mariadb_10_8;
+	return (off == d->checkpoint_off[0] || off == d->checkpoint_off[1]) && len <= d->area_start - d->checkpoint_off[1];
 }
 
 /* How long the log followed must have been quiet before another
@@ -2005,16 +2006,20 @@ static void collect_due(void *arg, uint32_t space, uint32_t page_no, const struc
  * (DESIGN I1, I3). */
 static int checkpoint_gate(struct ppl_engine *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len)
 {
-	uint64_t area = ppl_dialect_mariadb_10_8.area_start;
-	uint8_t blk[16];
-	uint64_t at;
-	if (off == 0 || off >= area || off + len <= 4096)
+	const struct ppl_redo_dialect *d = &ppl_dialect_mariadb_10_8;
+	uint8_t blk[64];
+	uint64_t at = UINT64_MAX;
+	if (off == 0 || off >= d->area_start || d->checkpoint_peek > sizeof(blk))
 		return 0; /* from the first byte: a log copied in (ppl_engine_log_write) */
-	at = off <= 4096 && off + len >= 4096 + 16 ? 4096 - off : off <= 8192 && off + len >= 8192 + 16 ? 8192 - off : UINT64_MAX;
+	for (int slot = 0; slot < 2 && at == UINT64_MAX; slot++)
+		if (off <= d->checkpoint_off[slot] && off + len >= d->checkpoint_off[slot] + d->checkpoint_peek)
+			at = d->checkpoint_off[slot] - off;
 	if (at == UINT64_MAX)
 		return 0;
-	iov_copy((struct iovec *)iov, iovcnt, at, blk, 16, true);
-	uint64_t ckpt = ppl_rd8(blk), end = ppl_rd8(blk + 8);
+	iov_copy((struct iovec *)iov, iovcnt, at, blk, d->checkpoint_peek, true);
+	struct ppl_checkpoint c;
+	d->peek_checkpoint(blk, &c);
+	uint64_t ckpt = c.lsn, end = c.end_lsn;
 	if (ckpt == 0)
 		return 0;
 	rcu_read_lock();

@@ -4,23 +4,17 @@
  * full_crc32 checksum and trailer are intact. Anything else is written. */
 #include "catcher.h"
 
-#include "ppl/crc32c.h"
 #include "ppl/mach.h"
 #include "ppl/page.h"
 
-/* FSP flags, full_crc32 layout (fsp0types.h): page_ssize in bits 0..3,
- * the full_crc32 marker in bit 4, page_compressed algorithm in 5..7. */
-#define FCRC32_MARKER (1u << 4)
-#define FCRC32_COMPRESSED_ALGO(f) (((f) >> 5) & 7u)
-
 uint8_t catcher_flags_fmt(uint32_t flags, uint32_t *page_size)
 {
-	if (!(flags & FCRC32_MARKER) || FCRC32_COMPRESSED_ALGO(flags))
-		return FMT_UNSUPPORTED; /* old checksums, ROW_FORMAT=COMPRESSED, page_compressed */
-	unsigned ssize = flags & 0xfu;
-	if (ssize < 3 || ssize > 7)
+	/* old checksums, ROW_FORMAT=COMPRESSED and page_compressed are
+	 * written, never asked about */
+	size_t ps = ppl_fsp_flags_page_size(flags);
+	if (ps == 0 || ppl_fsp_flags_page_compressed(flags))
 		return FMT_UNSUPPORTED;
-	*page_size = 1u << (ssize + 9);
+	*page_size = (uint32_t)ps;
 	return FMT_FCRC32;
 }
 
@@ -44,9 +38,9 @@ unsigned catcher_page_check(const uint8_t *page, uint32_t ps, off_t off, const s
 		return R_LSN_ZERO;
 	if (ppl_rd4(page + ps - PPL_FIL_PAGE_FCRC32_END_LSN) != (uint32_t)lsn)
 		return R_CHECKSUM;
-	uint32_t stored = ppl_rd4(page + ps - PPL_FIL_PAGE_FCRC32_CHECKSUM);
-	if (ppl_crc32c(0, page, ps - PPL_FIL_PAGE_FCRC32_CHECKSUM) != stored)
+	if (!ppl_page_crc_ok(page, ps))
 		return R_CHECKSUM;
+	uint32_t stored = ppl_page_stored_crc(page, ps);
 	q->space = space;
 	q->page_no = page_no;
 	q->lsn = lsn;

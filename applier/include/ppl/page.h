@@ -82,5 +82,12 @@ static inline bool ppl_page_size_valid(size_t size)
 /* Page size in bytes from FSP_SPACE_FLAGS, 0 if the flags are not a
  * full_crc32 tablespace we understand. */
 size_t ppl_fsp_flags_page_size(uint32_t flags);
+/* Whether full_crc32 flags mark the tablespace page_compressed (an
+ * algorithm in bits 5..7): its pages on disk are not the pages the redo
+ * describes. */
+static inline bool ppl_fsp_flags_page_compressed(uint32_t flags)
+{
+	return ((flags >> 5) & 7u) != 0;
+}
 
 #endif

@@ -47,6 +47,12 @@ struct ppl_redo_dialect {
 	int (*parse_header)(const uint8_t *blk, struct ppl_log_header *h, char *err, size_t errlen);
 	/* Returns 0 when the checkpoint block is valid. */
 	int (*parse_checkpoint)(const uint8_t *blk, const struct ppl_log_header *h, struct ppl_checkpoint *c);
+	/* The LSNs a checkpoint block states (c->lsn, c->end_lsn), read
+	 * from its first checkpoint_peek bytes and checked for nothing: for
+	 * a storage node that must act on a checkpoint write before it lands
+	 * (the write may carry only part of the block). */
+	size_t checkpoint_peek;
+	void (*peek_checkpoint)(const uint8_t *blk, struct ppl_checkpoint *c);
 	/* Frames the mini-transaction starting at p (avail bytes) at lsn in a
 	 * log whose record area starts at first_lsn and holds capacity bytes.
 	 * On OK sets *total (bytes the mtr occupies in the log) and *recs_len
