@@ -9,6 +9,7 @@
 #include <urcu/rculfhash.h>
 
 #include "ppl/filemap.h"
+#include "ppl/hash.h"
 
 struct entry {
 	struct cds_lfht_node node;
@@ -21,17 +22,6 @@ struct ppl_filemap {
 	struct cds_lfht *ht;
 	unsigned long retired; /* call_rcu callbacks queued, for free's barrier */
 };
-
-static unsigned long hash(uint64_t key)
-{
-	/* splitmix64's finalizer: inode numbers come in runs */
-	key ^= key >> 30;
-	key *= 0xbf58476d1ce4e5b9ull;
-	key ^= key >> 27;
-	key *= 0x94d049bb133111ebull;
-	key ^= key >> 31;
-	return (unsigned long)key;
-}
 
 static int match(struct cds_lfht_node *node, const void *key)
 {
@@ -87,7 +77,7 @@ int ppl_filemap_set(struct ppl_filemap *m, uint64_t fileid, uint32_t space)
 	e->space = space;
 	cds_lfht_node_init(&e->node);
 	rcu_read_lock();
-	struct cds_lfht_node *old = cds_lfht_add_replace(m->ht, hash(fileid), match, &fileid, &e->node);
+	struct cds_lfht_node *old = cds_lfht_add_replace(m->ht, ppl_hash64(fileid), match, &fileid, &e->node);
 	/* A concurrent set of the same pair can have won the race: still
 	 * "new" for the caller, whose follow-up (binding the file in the
 	 * datadir) is idempotent. */
@@ -101,7 +91,7 @@ bool ppl_filemap_get(struct ppl_filemap *m, uint64_t fileid, uint32_t *space)
 {
 	struct cds_lfht_iter it;
 	rcu_read_lock();
-	cds_lfht_lookup(m->ht, hash(fileid), match, &fileid, &it);
+	cds_lfht_lookup(m->ht, ppl_hash64(fileid), match, &fileid, &it);
 	struct cds_lfht_node *n = cds_lfht_iter_get_node(&it);
 	if (n)
 		*space = caa_container_of(n, struct entry, node)->space;
@@ -114,7 +104,7 @@ bool ppl_filemap_remove(struct ppl_filemap *m, uint64_t fileid, uint32_t *space)
 	struct cds_lfht_iter it;
 	bool removed = false;
 	rcu_read_lock();
-	cds_lfht_lookup(m->ht, hash(fileid), match, &fileid, &it);
+	cds_lfht_lookup(m->ht, ppl_hash64(fileid), match, &fileid, &it);
 	struct cds_lfht_node *n = cds_lfht_iter_get_node(&it);
 	if (n && cds_lfht_del(m->ht, n) == 0) {
 		if (space)

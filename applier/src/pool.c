@@ -47,18 +47,6 @@ void pool_logf(struct ppl_pool *p, const char *fmt, ...)
 	p->opt.log(p->opt.log_arg, msg);
 }
 
-unsigned long pool_hash(uint64_t key)
-{
-	/* splitmix64's finalizer: page numbers are dense and the table is
-	 * split by the low bits. */
-	key ^= key >> 30;
-	key *= 0xbf58476d1ce4e5b9ull;
-	key ^= key >> 27;
-	key *= 0x94d049bb133111ebull;
-	key ^= key >> 31;
-	return (unsigned long)key;
-}
-
 uint32_t pool_head_crc(uint32_t space, uint32_t page_no, uint64_t base_lsn, uint32_t seq)
 {
 	uint8_t b[20];

@@ -129,7 +129,7 @@ void pool_entries_fini(struct ppl_pool *p)
 void pool_page_insert(struct ppl_pool *p, struct pool_page *e)
 {
 	rcu_read_lock();
-	cds_lfht_add(p->ht, pool_hash(e->key), &e->node);
+	cds_lfht_add(p->ht, ppl_hash64(e->key), &e->node);
 	rcu_read_unlock();
 	ADD(p, n_pages, 1);
 }
@@ -138,7 +138,7 @@ void pool_page_insert(struct ppl_pool *p, struct pool_page *e)
 static struct pool_page *lookup(struct ppl_pool *p, uint64_t key)
 {
 	struct cds_lfht_iter it;
-	cds_lfht_lookup(p->ht, pool_hash(key), match_key, &key, &it);
+	cds_lfht_lookup(p->ht, ppl_hash64(key), match_key, &key, &it);
 	struct cds_lfht_node *n = cds_lfht_iter_get_node(&it);
 	return n ? caa_container_of(n, struct pool_page, node) : NULL;
 }
@@ -187,7 +187,7 @@ static struct pool_page *migrate(struct ppl_pool *p, struct dir_ent *d)
 		ADD(p, idx_records, e->records);
 	}
 	rcu_read_lock();
-	cds_lfht_add(p->ht, pool_hash(e->key), &e->node);
+	cds_lfht_add(p->ht, ppl_hash64(e->key), &e->node);
 	rcu_read_unlock();
 	__atomic_store_n(&d->consumed, 1, __ATOMIC_RELEASE);
 	return e;
@@ -195,7 +195,7 @@ static struct pool_page *migrate(struct ppl_pool *p, struct dir_ent *d)
 
 static pthread_mutex_t *writer_lock(struct ppl_pool *p, uint64_t key)
 {
-	return &p->writer[pool_hash(key) % POOL_WRITER_LOCKS];
+	return &p->writer[ppl_hash64(key) % POOL_WRITER_LOCKS];
 }
 
 /* The page's entry for a writer (holding its lock), built from the
@@ -674,7 +674,7 @@ static enum ppl_pool_status replace_chain(struct ppl_pool *p, struct pool_page *
 	if (old)
 		free_head(p, old->head);
 	rcu_read_lock();
-	struct cds_lfht_node *prev = cds_lfht_add_replace(p->ht, pool_hash(key), match_key, &key, &e->node);
+	struct cds_lfht_node *prev = cds_lfht_add_replace(p->ht, ppl_hash64(key), match_key, &key, &e->node);
 	rcu_read_unlock();
 	if (prev)
 		retire(p, caa_container_of(prev, struct pool_page, node));

@@ -11,6 +11,7 @@
 #include <urcu/rculfhash.h>
 
 #include "pool_media.h"
+#include "ppl/hash.h"
 #include "pool_persist.h"
 #include "ppl/pool.h"
 
@@ -122,7 +123,6 @@ static inline uint32_t blk_payload_cap(const struct ppl_pool *p, uint32_t kind)
 static inline const uint8_t *blk_ptr(const struct ppl_pool *p, uint32_t b) { return p->pm.base + blk_off(p, b); }
 
 void pool_logf(struct ppl_pool *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-unsigned long pool_hash(uint64_t key);
 uint32_t pool_head_crc(uint32_t space, uint32_t page_no, uint64_t base_lsn, uint32_t seq);
 uint32_t pool_rec_crc(uint32_t space, uint32_t page_no, const uint8_t *hdr, const uint8_t *bytes, size_t len);
 
