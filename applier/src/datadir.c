@@ -201,6 +201,46 @@ static bool follow_rename(struct ppl_datadir *d, uint32_t space, char *out, size
 	return false;
 }
 
+/* Whether a binding or a note ties inode ino to space; lock held. */
+static bool bound_to(const struct ppl_datadir *d, uint32_t space, uint64_t ino)
+{
+	for (size_t i = 0; i < d->nnotes; i++)
+		if (d->notes[i].space == space && d->notes[i].ino == ino && ino != 0)
+			return true;
+	return false;
+}
+
+/* The space's file, in order of trust; lock held. A file the space is
+ * bound to (a note of the log, or a page MariaDB wrote at its position)
+ * comes first: a copy of it under another name (a backup, mysql-test-run's
+ * copies aside) has the same page 0. While the bound file is not where
+ * it was seen (renamed since the last look), `wait_for_bound` keeps the
+ * copies out until the directory was looked at again. Then a file whose
+ * page 0 names the space, then a note not bound yet (matched by name, the
+ * latest first). */
+static const struct space_file *pick(const struct ppl_datadir *d, uint32_t space, bool wait_for_bound)
+{
+	bool bound_known = false;
+	for (size_t i = d->nnotes; i-- > 0;) /* the latest note wins */
+		if (d->notes[i].space == space && d->notes[i].ino != 0) {
+			bound_known = true;
+			if (still_there(&d->notes[i]))
+				return &d->notes[i];
+		}
+	for (size_t i = 0; i < d->n; i++)
+		if (d->f[i].space == space && bound_to(d, space, d->f[i].ino) && still_there(&d->f[i]))
+			return &d->f[i];
+	if (bound_known && wait_for_bound)
+		return NULL;
+	for (size_t i = 0; i < d->n; i++)
+		if (d->f[i].space == space && still_there(&d->f[i]))
+			return &d->f[i];
+	for (size_t i = d->nnotes; i-- > 0;)
+		if (d->notes[i].space == space && d->notes[i].ino == 0 && still_there(&d->notes[i]))
+			return &d->notes[i];
+	return NULL;
+}
+
 /* Copies the path of the space's file into out and its inode into *ino (0:
  * a note not bound to a file yet, matched by name); looks again once if
  * the space is not known (a table created or renamed since the last look). */
@@ -208,20 +248,13 @@ static int find(struct ppl_datadir *d, uint32_t space, char *out, size_t outlen,
 {
 	for (int attempt = 0; attempt < 2; attempt++) {
 		pthread_rwlock_rdlock(&d->lock);
-		for (size_t i = 0; i < d->n; i++)
-			if (d->f[i].space == space && still_there(&d->f[i])) {
-				snprintf(out, outlen, "%s", d->f[i].path);
-				*ino = d->f[i].ino;
-				pthread_rwlock_unlock(&d->lock);
-				return 0;
-			}
-		for (size_t i = d->nnotes; i-- > 0;) /* the latest note wins */
-			if (d->notes[i].space == space && still_there(&d->notes[i])) {
-				snprintf(out, outlen, "%s", d->notes[i].path);
-				*ino = d->notes[i].ino;
-				pthread_rwlock_unlock(&d->lock);
-				return 0;
-			}
+		const struct space_file *f = pick(d, space, attempt == 0);
+		if (f) {
+			snprintf(out, outlen, "%s", f->path);
+			*ino = f->ino;
+			pthread_rwlock_unlock(&d->lock);
+			return 0;
+		}
 		pthread_rwlock_unlock(&d->lock);
 		if (attempt == 0) {
 			pthread_rwlock_wrlock(&d->lock);
@@ -355,6 +388,34 @@ void ppl_datadir_forget_notes(struct ppl_datadir *d)
 	pthread_rwlock_wrlock(&d->lock);
 	forget_locked(d);
 	pthread_rwlock_unlock(&d->lock);
+}
+
+int ppl_datadir_bound_space(struct ppl_datadir *d, uint64_t ino, uint32_t *space)
+{
+	int rc = -1;
+	pthread_rwlock_rdlock(&d->lock);
+	for (size_t i = d->nnotes; rc && i-- > 0;) /* the latest note wins */
+		if (d->notes[i].space != UINT32_MAX && d->notes[i].ino == ino) {
+			*space = d->notes[i].space;
+			rc = 0;
+		}
+	pthread_rwlock_unlock(&d->lock);
+	return rc;
+}
+
+bool ppl_datadir_held_elsewhere(struct ppl_datadir *d, uint32_t space, uint64_t ino)
+{
+	bool held = false;
+	pthread_rwlock_wrlock(&d->lock);
+	d->n = 0;
+	scan_dir(d, d->dir, 0);
+	for (size_t i = 0; !held && i < d->n; i++)
+		held = d->f[i].space == space && d->f[i].ino != ino;
+	for (size_t i = 0; !held && i < d->nnotes; i++)
+		held = d->notes[i].space == space && d->notes[i].ino != 0 && d->notes[i].ino != ino &&
+		       still_there(&d->notes[i]);
+	pthread_rwlock_unlock(&d->lock);
+	return held;
 }
 
 int ppl_datadir_space_of(struct ppl_datadir *d, uint64_t ino, uint32_t *space)

@@ -174,6 +174,28 @@ int main(void)
 	uint64_t s_ino = make_file("db/s.ibd", 0);
 	CHECK(ppl_datadir_space_of(d, s_ino, &sp2) == 0 && sp2 == 23);
 	CHECK(ppl_datadir_path(d, 22, out, sizeof(out)) == -1);
+	/* a copy of a table's file names the space in its page 0 too, but
+	 * only the bound file is the space's own; removing the copy leaves
+	 * the space held, removing both leaves it held by nothing */
+	uint64_t own_ino = make_file("db/own.ibd", 30);
+	uint64_t copy_ino = make_file("db/copy.ibd", 30);
+	ppl_datadir_bind(d, own_ino, 30);
+	CHECK(ppl_datadir_bound_space(d, own_ino, &sp2) == 0 && sp2 == 30);
+	CHECK(ppl_datadir_bound_space(d, copy_ino, &sp2) == -1);
+	/* the bound file is the space's, also once renamed (a table's file
+	 * moved aside and back while a copy of it lies next to it) */
+	expect_path(d, 30, "db/own.ibd");
+	mv("db/own.ibd", "db/aside.ibd");
+	expect_path(d, 30, "db/aside.ibd");
+	mv("db/aside.ibd", "db/own.ibd");
+	expect_path(d, 30, "db/own.ibd");
+	snprintf(p, sizeof(p), "%s/db/copy.ibd", root);
+	CHECK(unlink(p) == 0);
+	CHECK(ppl_datadir_held_elsewhere(d, 30, copy_ino));
+	snprintf(p, sizeof(p), "%s/db/own.ibd", root);
+	CHECK(unlink(p) == 0);
+	CHECK(!ppl_datadir_held_elsewhere(d, 30, own_ino));
+	ppl_datadir_forget(d, own_ino);
 	/* tables created and dropped without end (a long-lived datadir):
 	 * the notes of removed files go, the others stay and still answer */
 	size_t before = ppl_datadir_notes(d);

@@ -7,6 +7,7 @@
 #ifndef PPL_DATADIR_H
 #define PPL_DATADIR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,6 +36,14 @@ void ppl_datadir_forget(struct ppl_datadir *d, uint64_t ino);
  * datadir's): what it said, and what was bound from it, is forgotten, and
  * the files are known again by their page 0. */
 void ppl_datadir_forget_notes(struct ppl_datadir *d);
+/* The space a binding or a note of the log ties to the file with this
+ * inode (not what its page 0 says: a copy's page 0 names the space of
+ * the file it was copied from): 0, or -1 if none does. */
+int ppl_datadir_bound_space(struct ppl_datadir *d, uint64_t ino, uint32_t *space);
+/* Whether a file other than the one with inode ino is there and holds
+ * space, by its page 0 or by a binding (the directory is looked at
+ * again). */
+bool ppl_datadir_held_elsewhere(struct ppl_datadir *d, uint32_t space, uint64_t ino);
 /* The space held by the file with this inode: 0, or -1 if not known. */
 int ppl_datadir_space_of(struct ppl_datadir *d, uint64_t ino, uint32_t *space);
 /* The path of the space's file into out: 0, or -1 if there is none. */
