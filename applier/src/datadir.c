@@ -122,6 +122,14 @@ static void scan_dir(struct ppl_datadir *d, const char *dir, int depth)
 	closedir(dh);
 }
 
+/* The files are looked at again (what page 0 says of each); the notes
+ * stay. Lock held for writing. */
+static void rescan_locked(struct ppl_datadir *d)
+{
+	d->n = 0;
+	scan_dir(d, d->dir, 0);
+}
+
 struct ppl_datadir *ppl_datadir_open(const char *dir, char *err, size_t errlen)
 {
 	struct stat st;
@@ -258,8 +266,7 @@ static int find(struct ppl_datadir *d, uint32_t space, char *out, size_t outlen,
 		pthread_rwlock_unlock(&d->lock);
 		if (attempt == 0) {
 			pthread_rwlock_wrlock(&d->lock);
-			d->n = 0;
-			scan_dir(d, d->dir, 0);
+			rescan_locked(d);
 			bool moved = follow_rename(d, space, out, outlen, ino);
 			pthread_rwlock_unlock(&d->lock);
 			if (moved)
@@ -273,9 +280,8 @@ static int find(struct ppl_datadir *d, uint32_t space, char *out, size_t outlen,
  * held for writing. */
 static void forget_locked(struct ppl_datadir *d)
 {
-	d->n = 0;
 	d->nnotes = 0;
-	scan_dir(d, d->dir, 0);
+	rescan_locked(d);
 }
 
 int ppl_datadir_set_root(struct ppl_datadir *d, const char *dir)
@@ -319,8 +325,7 @@ void ppl_datadir_bind(struct ppl_datadir *d, uint64_t ino, uint32_t space)
 				return;
 			}
 		if (attempt == 0) { /* a file created since the last look */
-			d->n = 0;
-			scan_dir(d, d->dir, 0);
+			rescan_locked(d);
 		}
 		pthread_rwlock_unlock(&d->lock);
 	}
@@ -407,8 +412,7 @@ bool ppl_datadir_held_elsewhere(struct ppl_datadir *d, uint32_t space, uint64_t 
 {
 	bool held = false;
 	pthread_rwlock_wrlock(&d->lock);
-	d->n = 0;
-	scan_dir(d, d->dir, 0);
+	rescan_locked(d);
 	for (size_t i = 0; !held && i < d->n; i++)
 		held = d->f[i].space == space && d->f[i].ino != ino;
 	for (size_t i = 0; !held && i < d->nnotes; i++)
