@@ -262,18 +262,17 @@ void ppl_engine_file_gone(struct ppl_engine *e, uint64_t fileid)
 	 * elided page of a removed file has no file to be materialized into.
 	 * Its inode number can come back with a new file too, which must not
 	 * be taken for the old space: the binding is removed, not kept. */
-	uint32_t space;
-	if (file_space(e, fileid, &space)) {
-		/* A copy of a page file (mysql-test-run copies a table's file
-		 * aside and removes the copy; a backup tool does the same)
-		 * names its space in page 0 like the space's own file, but
-		 * its removal leaves the space's file and its elided pages as
-		 * they are: only the file the space is bound to, or the last
-		 * file that holds it, takes the space with it. */
-		uint32_t bound;
-		bool is_its_file = (map_get(e, fileid, &bound) && bound == space) ||
-				   (e->dd && ppl_datadir_bound_space(e->dd, fileid, &bound) == 0 && bound == space);
-		if (!is_its_file && e->dd && ppl_datadir_held_elsewhere(e->dd, space, fileid))
+	/* A copy of a page file (mysql-test-run copies a table's file aside
+	 * and removes the copy; a backup tool does the same) names its space
+	 * in page 0 like the space's own file, but its removal leaves the
+	 * space's file and its elided pages as they are: only the file the
+	 * space is bound to (by the map, or a note of the datadir's), or the
+	 * last file that holds it, takes the space with it. */
+	uint32_t space, bound;
+	bool mapped = map_get(e, fileid, &space);
+	if (mapped || (e->dd && ppl_datadir_space_of(e->dd, fileid, &space) == 0)) {
+		bool is_its_file = mapped || (ppl_datadir_bound_space(e->dd, fileid, &bound) == 0 && bound == space);
+		if (!is_its_file && ppl_datadir_held_elsewhere(e->dd, space, fileid))
 			LogEvent(COMPONENT_FSAL, "PPL: %s: a file whose page 0 names space %" PRIu32 " was removed "
 				 "(fileid %" PRIu64 "), but it is not that space's file (a copy of it): the space "
 				 "keeps its records and elided pages", e->datadir, space, fileid);
