@@ -497,7 +497,7 @@ int ppl_node_log_open(struct ppl_node *n, uint64_t file_size)
 	pthread_rwlock_wrlock(&n->lock);
 	ppl_redo_reader_free(n->reader);
 	n->reader = ppl_redo_reader_new(&ppl_dialect_mariadb_10_8, file_size,
-					n->cfg.log_is_file_image ? PPL_REDO_FILE_IMAGE : n->cfg.tail_slack, &sink);
+					n->cfg.log_is_file_image ? PPL_REDO_FILE_IMAGE : PPL_REDO_WRITES, &sink);
 	n->log_size = file_size;
 	pthread_rwlock_unlock(&n->lock);
 	if (!n->reader) {
@@ -570,7 +570,7 @@ int ppl_node_log_live(struct ppl_node *n)
 	if (!n->reader)
 		return -1;
 	pthread_rwlock_wrlock(&n->lock);
-	int r = ppl_redo_go_live(n->reader, n->cfg.tail_slack);
+	int r = ppl_redo_go_live(n->reader);
 	pthread_rwlock_unlock(&n->lock);
 	return r;
 }

@@ -8,9 +8,14 @@
  * rewrite of the partial tail block) contributes only its bytes ahead of
  * it. Parsing stops at the first thing that is not a whole valid
  * mini-transaction; such a stall is normal at the end of what has been
- * written, and becomes an error only when the server has evidently written
- * valid log beyond it (more than one padded write block, or a checkpoint
- * past it). Nothing past a stall is ever emitted.
+ * written, and becomes an error only when the server vouches for log
+ * beyond it: a checkpoint whose log ends past it, or a page write asked
+ * about at an LSN past it (ppl_redo_durable). Bytes written past a stall
+ * prove nothing by themselves: an NFS client delivers one flush's WRITEs
+ * out of order (the next pages before the rewrite of the stale tail block
+ * that ends in an end marker), and a server killed inside a write leaves
+ * a torn end that its recovery stops at and then writes over. Nothing
+ * past a stall is ever emitted.
  *
  * A write of one block is provisional: MariaDB writes a lone partial block
  * from the buffer other threads keep appending to while the write is in
@@ -44,7 +49,7 @@ struct ppl_redo_reader {
 	const struct ppl_redo_dialect *d;
 	struct ppl_redo_sink sink;
 	uint64_t file_size, capacity;
-	size_t slack;
+	enum ppl_redo_source source;
 
 	uint8_t hdrbuf[512];
 	size_t hdr_fill;
@@ -60,6 +65,7 @@ struct ppl_redo_reader {
 	bool holding;           /* ppl_redo_hold(): bytes placed, nothing confirmed */
 	uint64_t lsn;           /* LSN of buf[0] = next mtr start */
 	uint64_t final;         /* bytes below this LSN are final (server writes) */
+	uint64_t vouched;       /* the server said its log is durable up to here */
 	uint8_t *buf;
 	size_t fill, alloc;
 	struct pending *pend;   /* sorted by lsn */
@@ -71,7 +77,7 @@ struct ppl_redo_reader {
 };
 
 struct ppl_redo_reader *ppl_redo_reader_new(const struct ppl_redo_dialect *d, uint64_t file_size,
-					    size_t tail_slack, const struct ppl_redo_sink *sink)
+					    enum ppl_redo_source source, const struct ppl_redo_sink *sink)
 {
 	if (file_size <= d->area_start)
 		return NULL;
@@ -82,8 +88,7 @@ struct ppl_redo_reader *ppl_redo_reader_new(const struct ppl_redo_dialect *d, ui
 	r->sink = *sink;
 	r->file_size = file_size;
 	r->capacity = file_size - d->area_start;
-	r->slack = tail_slack ? tail_slack : 4096;
-	/* PPL_REDO_FILE_IMAGE keeps SIZE_MAX: no amount of bytes is evidence. */
+	r->source = source;
 	r->stall = PPL_FRAME_MORE;
 	return r;
 }
@@ -132,14 +137,15 @@ static const char *stall_name(enum ppl_frame f)
 	}
 }
 
-/* A stall is a damage report when the server has written valid log past it. */
+/* A stall is a damage report when the server vouches for log past it. */
 static int judge_stall(struct ppl_redo_reader *r)
 {
 	if (r->stall == PPL_FRAME_MORE || r->stall == PPL_FRAME_OK)
 		return 0;
 	char why[200];
-	if (r->slack != PPL_REDO_FILE_IMAGE && r->fill > r->slack) {
-		snprintf(why, sizeof why, "%s, with %zu bytes written beyond it", stall_name(r->stall), r->fill);
+	if (r->vouched > r->lsn) {
+		snprintf(why, sizeof why, "%s, before LSN %llu, up to which a page write says the log is durable",
+			 stall_name(r->stall), (unsigned long long)r->vouched);
 		return corrupt(r, why);
 	}
 	if (r->have_ck && r->ck.end_lsn > r->lsn) {
@@ -158,7 +164,7 @@ static int parse(struct ppl_redo_reader *r)
 	int ret = 0;
 	for (;;) {
 		size_t total, rl, avail = r->fill - pos;
-		if (r->slack != PPL_REDO_FILE_IMAGE)
+		if (r->source != PPL_REDO_FILE_IMAGE)
 			avail = r->final > r->lsn ? (r->final - r->lsn < avail ? (size_t)(r->final - r->lsn) : avail) : 0;
 		enum ppl_frame f = r->d->frame(r->buf + pos, avail, r->lsn, r->hdr.first_lsn, r->capacity,
 					       &total, &rl);
@@ -180,7 +186,7 @@ static int parse(struct ppl_redo_reader *r)
 	/* An end marker is where the writer's log ended: what its write
 	 * carried after it is old buffer contents, final only once another
 	 * write or a durable mark says so. */
-	if (r->stall == PPL_FRAME_END && r->slack != PPL_REDO_FILE_IMAGE)
+	if (r->stall == PPL_FRAME_END && r->source != PPL_REDO_FILE_IMAGE)
 		r->final = r->lsn;
 	if (ret)
 		return ret;
@@ -336,6 +342,7 @@ static void feed_header(struct ppl_redo_reader *r, uint64_t off, const uint8_t *
 		r->started = true;
 		r->lsn = h.first_lsn;
 		r->final = h.first_lsn;
+		r->vouched = 0;
 		r->fill = 0;
 		r->stall = PPL_FRAME_MORE;
 		if (r->state != PPL_REDO_CORRUPT)
@@ -414,7 +421,7 @@ int ppl_redo_feed(struct ppl_redo_reader *r, uint64_t off, const void *buf, size
 
 int ppl_redo_hold(struct ppl_redo_reader *r, uint64_t off, const void *buf, size_t len)
 {
-	if (r->slack == PPL_REDO_FILE_IMAGE)
+	if (r->source == PPL_REDO_FILE_IMAGE)
 		return 0;
 	r->holding = true;
 	int rc = ppl_redo_feed(r, off, buf, len);
@@ -426,8 +433,12 @@ int ppl_redo_durable(struct ppl_redo_reader *r, uint64_t lsn)
 {
 	if (r->state == PPL_REDO_CORRUPT)
 		return -1;
-	if (!r->started || r->slack == PPL_REDO_FILE_IMAGE || lsn <= r->final || lsn > r->lsn + r->fill)
+	if (!r->started || r->source == PPL_REDO_FILE_IMAGE || lsn > r->lsn + r->fill)
 		return 0;
+	if (lsn > r->vouched)
+		r->vouched = lsn;
+	if (lsn <= r->final)
+		return judge_stall(r);
 	r->final = lsn;
 	r->st.durable_marks++;
 	return parse(r);
@@ -440,17 +451,18 @@ int ppl_redo_start_at(struct ppl_redo_reader *r, uint64_t lsn)
 	r->started = true;
 	r->lsn = lsn;
 	r->final = lsn;
+	r->vouched = 0;
 	r->fill = 0;
 	r->stall = PPL_FRAME_MORE;
 	drop_pending(r);
 	return 0;
 }
 
-int ppl_redo_go_live(struct ppl_redo_reader *r, size_t tail_slack)
+int ppl_redo_go_live(struct ppl_redo_reader *r)
 {
 	if (r->state == PPL_REDO_CORRUPT)
 		return -1;
-	r->slack = tail_slack ? tail_slack : 4096;
+	r->source = PPL_REDO_WRITES;
 	r->final = r->lsn; /* the file's log up to the parse point is final */
 	r->fill = 0;
 	r->stall = PPL_FRAME_MORE;

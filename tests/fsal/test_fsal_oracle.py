@@ -20,7 +20,7 @@ import subprocess
 
 import pytest
 
-from lib import memcheck, paths
+from lib import memcheck, paths, redo_blocks
 from lib.ganesha import Ganesha, free_port
 from lib.mariadb import MariaDB
 from lib.oracle import compare_dirs, data_files, page_size_of, prepare, take_backup
@@ -74,7 +74,7 @@ def write_log(c, fh, log, start, stop):
         c.pwrite(fh, log[off:end], off)
 
 
-def serve(tmp_path, backup, log, partial=(), crash=False, wrapper=(), live_from=None):
+def serve(tmp_path, backup, log, partial=(), crash=False, wrapper=(), live_from=None, live_checkpoint=None):
     """Starts an export holding the backup's data files, writes `log` as
     ib_logfile0 over NFS in 64 KiB writes, reads every page file back over
     NFS into tmp_path/served, and the byte ranges `partial` ((file, offset,
@@ -82,7 +82,9 @@ def serve(tmp_path, backup, log, partial=(), crash=False, wrapper=(), live_from=
     log is written (with crash, killed with SIGKILL) and started again
     before the reads. `wrapper` runs ganesha.nfsd under another program
     (valgrind). With live_from, only log[:live_from] is written before the
-    restart, and the rest after it, as MariaDB's live log writes.
+    restart, and the rest after it, as MariaDB's live log writes; then
+    live_checkpoint ((file offset, 64-byte block)), as MariaDB writes its
+    checkpoint once its log is flushed.
     Returns (served dir, Ganesha's log text, the partial reads)."""
     export = tmp_path / "export"
     shutil.copytree(backup, export, ignore=shutil.ignore_patterns("ib_logfile0"))
@@ -112,6 +114,9 @@ def serve(tmp_path, backup, log, partial=(), crash=False, wrapper=(), live_from=
                 fh = c.open("ib_logfile0", os.O_RDWR)
                 write_log(c, fh, log, live_from, len(log))
                 c.fsync(fh)
+                if live_checkpoint:
+                    c.pwrite(fh, live_checkpoint[1], live_checkpoint[0])
+                    c.fsync(fh)
                 c.close_file(fh)
             for rel in data_files(str(export)):
                 os.makedirs(os.path.dirname(served / rel), exist_ok=True)
@@ -210,16 +215,20 @@ def test_memcheck_finds_no_memory_error_in_the_storage_node(tmp_path, backup):
 
 def test_damaged_log_over_nfs_stops_ingest_and_serves_no_later_change(tmp_path, backup):
     """One flipped byte in the middle of the records, written as MariaDB's
-    live log writes after the restart: the engine says so and stops parsing
-    there; every page still reads and carries no change from past the
-    damage."""
+    live log writes after the restart, then a checkpoint whose log ends past
+    it: the engine says the log is damaged and stops parsing there; every
+    page still reads and carries no change from past the damage. (Bytes
+    written past the damage alone prove nothing: test_redo_reader.c.)"""
     with open(os.path.join(backup, "ib_logfile0"), "rb") as f:
         log = bytearray(f.read())
     end = len(log.rstrip(b"\0"))
     at = 12288 + (end - 12288) * 2 // 3
     log[at] ^= 0x20
     live_from = (12288 + (at - 12288) // 3) // 4096 * 4096   # a block boundary well before the damage
-    served, logtext, _ = serve(tmp_path, backup, bytes(log), live_from=live_from)
+    ck_lsn, _end, ck_off = redo_blocks.newest_checkpoint(log)
+    end_lsn = redo_blocks.header_first_lsn(log) + end - 12288
+    served, logtext, _ = serve(tmp_path, backup, bytes(log), live_from=live_from,
+                               live_checkpoint=(12288 - ck_off, redo_blocks.checkpoint_block(ck_lsn, end_lsn)))
     m = re.search(r"redo ingest stopped: (.*?)\. Pages with records", logtext)
     assert m, logtext[-3000:]
     parsed = int(re.findall(r"\| engine: redo [0-9.]+ MB parsed to LSN (\d+)", logtext)[-1])

@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	data += 2;
 	size -= 2;
 	struct ppl_redo_sink sink = {.on_mtr = on_mtr};
-	struct ppl_redo_reader *r = ppl_redo_reader_new(&ppl_dialect_mariadb_10_8, fsize, 512, &sink);
+	struct ppl_redo_reader *r = ppl_redo_reader_new(&ppl_dialect_mariadb_10_8, fsize, PPL_REDO_WRITES, &sink);
 	ppl_redo_feed(r, 0, file, 12288);
 	/* The input is written over the circular area, possibly wrapping. */
 	size_t off = 12288;

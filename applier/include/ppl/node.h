@@ -21,7 +21,6 @@ struct ppl_node;
 struct ppl_node_config {
 	size_t page_size;        /* the server's innodb_page_size */
 	bool log_is_file_image;  /* fed from a log file, not from a server's writes */
-	size_t tail_slack;       /* see ppl_redo_reader_new(); 0 = 4096 */
 	/* Streaming: instead of keeping each page's records, hand every
 	 * (page, mtr) chunk to this sink as soon as it is parsed, and forget
 	 * it. `user` is a per-page slot the sink may use (NULL at first).

@@ -94,16 +94,17 @@ struct ppl_redo_stats {
 
 struct ppl_redo_reader;
 
-/* file_size: size of ib_logfile0 (the record area is circular within it).
- * tail_slack: how far written bytes may extend past a stalled parse point
- * before the stall counts as corruption (MariaDB pads only its last write
- * block: 4096 with O_DIRECT, 512 buffered). 0 = 4096. PPL_REDO_FILE_IMAGE:
- * the bytes are read from a log file, not written by a server, so what lies
- * past the end of the log is stale and proves nothing; only a checkpoint
- * beyond a stall does. */
-#define PPL_REDO_FILE_IMAGE SIZE_MAX
+/* Where the bytes come from. PPL_REDO_WRITES: a server's writes, as they
+ * arrive; a stall (end marker, CRC mismatch, ...) is damage only once the
+ * server vouches for log beyond it (a checkpoint whose log ends past it, a
+ * ppl_redo_durable() mark past it). PPL_REDO_FILE_IMAGE: a log file read
+ * from its start; what lies past the end of the log is stale, and only a
+ * checkpoint beyond a stall proves damage. */
+enum ppl_redo_source { PPL_REDO_WRITES, PPL_REDO_FILE_IMAGE };
+
+/* file_size: size of ib_logfile0 (the record area is circular within it). */
 struct ppl_redo_reader *ppl_redo_reader_new(const struct ppl_redo_dialect *d, uint64_t file_size,
-					    size_t tail_slack, const struct ppl_redo_sink *sink);
+					    enum ppl_redo_source source, const struct ppl_redo_sink *sink);
 void ppl_redo_reader_free(struct ppl_redo_reader *r);
 
 /* Feeds bytes written at a file offset: header, checkpoint blocks, records,
@@ -134,11 +135,10 @@ int ppl_redo_durable(struct ppl_redo_reader *r, uint64_t lsn);
 int ppl_redo_start_at(struct ppl_redo_reader *r, uint64_t lsn);
 
 /* The log read from the file so far ends at the parse point; from now on
- * the bytes come from a server's writes, judged with tail_slack (as in
- * ppl_redo_reader_new()). What was read past the parse point is dropped:
- * the server writes it again, starting with its tail block. -1 if the log
- * is already corrupt. */
-int ppl_redo_go_live(struct ppl_redo_reader *r, size_t tail_slack);
+ * the bytes come from a server's writes (PPL_REDO_WRITES). What was read
+ * past the parse point is dropped: the server writes it again, starting
+ * with its tail block. -1 if the log is already corrupt. */
+int ppl_redo_go_live(struct ppl_redo_reader *r);
 
 /* Call when no more bytes will come (batch replay): a stall that is
  * contradicted by a checkpoint beyond it becomes an error. */
