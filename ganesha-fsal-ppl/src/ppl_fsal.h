@@ -12,7 +12,7 @@
 #include "FSAL/fsal_commonlib.h"
 
 #include "ppl_classmap.h"
-#include "ppl_config.h"
+#include "ppl/store_config.h"
 #include "ppl_hooks.h"
 
 struct ppl_fsal_module {
@@ -21,6 +21,9 @@ struct ppl_fsal_module {
 };
 
 extern struct ppl_fsal_module PPL;
+/* The store's logger and thread hook onto Ganesha's (ppl_log.c). */
+struct ppl_store_env;
+extern const struct ppl_store_env ppl_ganesha_env;
 
 struct ppl_export {
 	struct fsal_export exp;

@@ -1,5 +1,5 @@
 /* The engine hooks: classify, count, log at debug level, and hand redo
- * writes, page reads and page writes to the engine (ppl_engine.c). See
+ * writes, page reads and page writes to the engine (store.c). See
  * ppl_hooks.h for where each is called. */
 #include "config.h"
 #include "log.h"
@@ -10,21 +10,22 @@
 #include <string.h>
 
 #include "ppl/fileclass.h"
-#include "ppl_config.h"
-#include "ppl_control.h"
-#include "ppl_engine.h"
+#include "ppl/store_config.h"
+#include "ppl/control.h"
+#include "ppl/store.h"
 #include "ppl_hooks.h"
+#include "ppl_fsal.h"
 
 struct ppl_hooks {
 	struct ppl_hook_counts c; /* updated with relaxed atomics */
-	struct ppl_engine *engine;
+	struct ppl_store *engine;
 	struct ppl_control *control;
 };
 
 static char *control_answer(void *arg, const char *request)
 {
 	struct ppl_hooks *h = arg;
-	return ppl_engine_json(h->engine, request);
+	return ppl_store_json(h->engine, request);
 }
 
 static const char *const class_names[PPL_FILE_CLASS_COUNT] = {
@@ -87,19 +88,19 @@ bool ppl_class_has_pages(enum ppl_file_class cls)
 struct ppl_hooks *ppl_hooks_create(const char *datadir, const struct ppl_config *cfg, char *err, size_t errlen)
 {
 	struct ppl_hooks *h = calloc(1, sizeof(struct ppl_hooks));
-	if (h == NULL || (h->engine = ppl_engine_new(datadir)) == NULL) {
+	if (h == NULL || (h->engine = ppl_store_new(datadir, &ppl_ganesha_env)) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		free(h);
 		return NULL;
 	}
-	ppl_engine_set_verify(h->engine, cfg->verify);
-	ppl_engine_set_page_cache(h->engine, (size_t)cfg->page_cache_size);
-	if (cfg->elision_port && ppl_engine_start_elision(h->engine, cfg, err, errlen) != 0) {
-		ppl_engine_free(h->engine);
+	ppl_store_set_verify(h->engine, cfg->verify);
+	ppl_store_set_page_cache(h->engine, (size_t)cfg->page_cache_size);
+	if (cfg->elision_port && ppl_store_start_elision(h->engine, cfg, err, errlen) != 0) {
+		ppl_store_free(h->engine);
 		free(h);
 		return NULL;
 	}
-	ppl_engine_start_from_disk(h->engine);
+	ppl_store_start_from_disk(h->engine);
 	char path[4096], cerr[512];
 	snprintf(path, sizeof(path), "%s.ctl", cfg->pool_path);
 	h->control = ppl_control_start(path, control_answer, h, cerr, sizeof(cerr));
@@ -114,26 +115,26 @@ int ppl_hook_write_begin(struct ppl_hooks *h, const struct ppl_file *f, uint64_t
 {
 	if (f->cls != PPL_FILE_REDO_LOG && !ppl_class_has_pages(f->cls))
 		return 0;
-	return ppl_engine_write_begin(h->engine, f->cls == PPL_FILE_REDO_LOG, f->fileid, offset, iov, iovcnt, len);
+	return ppl_store_write_begin(h->engine, f->cls == PPL_FILE_REDO_LOG, f->fileid, offset, iov, iovcnt, len);
 }
 
 void ppl_hook_write_end(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, size_t len)
 {
 	if (f->cls != PPL_FILE_REDO_LOG && !ppl_class_has_pages(f->cls))
 		return;
-	ppl_engine_write_end(h->engine, f->cls == PPL_FILE_REDO_LOG, f->fileid, offset, len);
+	ppl_store_write_end(h->engine, f->cls == PPL_FILE_REDO_LOG, f->fileid, offset, len);
 }
 
 /* No class test here: a file renamed between the two calls must still
  * leave the stripes it entered. */
 void ppl_hook_read_begin(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, size_t len)
 {
-	ppl_engine_read_begin(h->engine, f->fileid, offset, len);
+	ppl_store_read_begin(h->engine, f->fileid, offset, len);
 }
 
 void ppl_hook_read_end(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, size_t len)
 {
-	ppl_engine_read_end(h->engine, f->fileid, offset, len);
+	ppl_store_read_end(h->engine, f->fileid, offset, len);
 }
 
 void ppl_hooks_destroy(struct ppl_hooks *h)
@@ -141,18 +142,18 @@ void ppl_hooks_destroy(struct ppl_hooks *h)
 	if (h == NULL)
 		return;
 	ppl_control_stop(h->control);
-	ppl_engine_free(h->engine);
+	ppl_store_free(h->engine);
 	free(h);
 }
 
 int ppl_hooks_engine_format(struct ppl_hooks *h, char *buf, size_t len)
 {
-	return ppl_engine_format(h->engine, buf, len);
+	return ppl_store_format(h->engine, buf, len);
 }
 
 int ppl_hooks_pool_format(struct ppl_hooks *h, char *buf, size_t len)
 {
-	return h->engine ? ppl_engine_format_pool(h->engine, buf, len) : 0;
+	return h->engine ? ppl_store_format_pool(h->engine, buf, len) : 0;
 }
 
 static void count(struct ppl_hooks *h, enum ppl_file_class cls, enum ppl_op op, uint64_t bytes)
@@ -231,9 +232,9 @@ int ppl_hook_write(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offse
 		 f->name ? f->name : "(name unknown)", f->fileid, offset, len, iov_total(iov, iovcnt),
 		 iovcnt, stable ? " stable" : "");
 	if (f->cls == PPL_FILE_REDO_LOG)
-		return ppl_engine_log_write(h->engine, f->fileid, offset, iov, iovcnt, len);
+		return ppl_store_log_write(h->engine, f->fileid, offset, iov, iovcnt, len);
 	if (ppl_class_has_pages(f->cls))
-		ppl_engine_write(h->engine, f->fileid, offset, iov, iovcnt, len);
+		ppl_store_write(h->engine, f->fileid, offset, iov, iovcnt, len);
 	return 0;
 }
 
@@ -255,7 +256,7 @@ int ppl_hook_read(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset
 		 f->name ? f->name : "(name unknown)", f->fileid, offset, len, iovcnt,
 		 iov_total(iov, iovcnt));
 	if (ppl_class_has_pages(f->cls))
-		return ppl_engine_read(h->engine, f->fileid, offset, iov, iovcnt, len);
+		return ppl_store_read(h->engine, f->fileid, offset, iov, iovcnt, len);
 	return 0;
 }
 
@@ -269,12 +270,12 @@ void ppl_hook_resize(struct ppl_hooks *h, const struct ppl_file *f, uint64_t new
 	 * O_TRUNC), not what the log describes. InnoDB itself shrinks files
 	 * only after logging it (TRIM_PAGES), never to zero. */
 	if (new_size == 0 && (ppl_class_has_pages(f->cls) || f->cls == PPL_FILE_UNRESOLVED))
-		ppl_engine_file_gone(h->engine, f->fileid);
+		ppl_store_file_gone(h->engine, f->fileid);
 }
 
 void ppl_hook_rename_away(struct ppl_hooks *h, const struct ppl_file *f)
 {
-	ppl_engine_file_leaving(h->engine, f->fileid);
+	ppl_store_file_leaving(h->engine, f->fileid);
 }
 
 void ppl_hook_unlink(struct ppl_hooks *h, const struct ppl_file *f)
@@ -283,9 +284,9 @@ void ppl_hook_unlink(struct ppl_hooks *h, const struct ppl_file *f)
 	LogDebug(COMPONENT_FSAL, "PPL: unlink %s %s (fileid %" PRIu64 ")", ppl_file_class_name(f->cls),
 		 f->name ? f->name : "(name unknown)", f->fileid);
 	if (ppl_class_has_pages(f->cls) || f->cls == PPL_FILE_UNRESOLVED)
-		ppl_engine_file_gone(h->engine, f->fileid);
+		ppl_store_file_gone(h->engine, f->fileid);
 	else if (f->cls == PPL_FILE_REDO_LOG)
-		ppl_engine_log_gone(h->engine, f->fileid);
+		ppl_store_log_gone(h->engine, f->fileid);
 }
 
 void ppl_hook_rename(struct ppl_hooks *h, const struct ppl_file *from, const struct ppl_file *to,
@@ -297,18 +298,18 @@ void ppl_hook_rename(struct ppl_hooks *h, const struct ppl_file *from, const str
 	 * removed only at its last close (ppl-mount, like NFS clients): to
 	 * the engine it is gone now, and its inode number may come back. */
 	if (ppl_class_has_pages(from->cls) && !ppl_class_has_pages(to->cls))
-		ppl_engine_file_gone(h->engine, from->fileid);
+		ppl_store_file_gone(h->engine, from->fileid);
 	if (replaced) {
 		count(h, replaced->cls, PPL_OP_UNLINK, 0);
 		if (ppl_class_has_pages(replaced->cls) || replaced->cls == PPL_FILE_UNRESOLVED)
-			ppl_engine_file_gone(h->engine, replaced->fileid);
+			ppl_store_file_gone(h->engine, replaced->fileid);
 	}
 	LogDebug(COMPONENT_FSAL, "PPL: rename %s %s -> %s %s (fileid %" PRIu64 ")%s%s",
 		 ppl_file_class_name(from->cls), from->name ? from->name : "?",
 		 ppl_file_class_name(to->cls), to->name ? to->name : "?", from->fileid,
 		 replaced ? ", replacing " : "", replaced ? ppl_file_class_name(replaced->cls) : "");
 	if (to->cls == PPL_FILE_REDO_LOG && from->cls != PPL_FILE_REDO_LOG)
-		ppl_engine_log_replaced(h->engine, replaced && replaced->cls == PPL_FILE_REDO_LOG ? replaced->fileid : 0);
+		ppl_store_log_replaced(h->engine, replaced && replaced->cls == PPL_FILE_REDO_LOG ? replaced->fileid : 0);
 	else if (from->cls == PPL_FILE_REDO_LOG && to->cls != PPL_FILE_REDO_LOG)
-		ppl_engine_log_gone(h->engine, from->fileid);
+		ppl_store_log_gone(h->engine, from->fileid);
 }

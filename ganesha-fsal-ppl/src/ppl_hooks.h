@@ -4,7 +4,7 @@
  * these hooks at the exact point where the engine has to act; nothing here
  * knows Ganesha's types, so the engine side can be written and tested
  * without it. Each hook counts the operation per file class, logs it at
- * debug level and hands it to the engine (ppl_engine.h): redo writes are
+ * debug level and hands it to the engine (ppl_store.h): redo writes are
  * ingested before the WRITE is acknowledged, page reads are rebuilt, page
  * writes become bases.
  *

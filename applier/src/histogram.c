@@ -1,4 +1,4 @@
-#include "ppl_histogram.h"
+#include "ppl/histogram.h"
 
 static unsigned bucket_of(uint64_t v)
 {

@@ -17,8 +17,8 @@
  * record parsed before it; a page file removed, replaced or truncated to
  * nothing drops its space's records; a log written from its first byte is
  * a copy, not MariaDB's log writes, and ingest waits for MariaDB. */
-#ifndef PPL_ENGINE_H
-#define PPL_ENGINE_H
+#ifndef PPL_STORE_H
+#define PPL_STORE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -26,20 +26,38 @@
 #include <sys/uio.h>
 
 #include "ppl/elision_server.h"
+#include "ppl/log.h"
 #include "ppl/node.h"
 #include "ppl/pool.h"
-#include "ppl_page_cache.h"
+#include "ppl/page_cache.h"
 
-struct ppl_engine;
+struct ppl_store;
 struct ppl_config;
 
-struct ppl_engine *ppl_engine_new(const char *datadir);
-void ppl_engine_free(struct ppl_engine *e);
+/* What the host gives the store: it never logs, names a thread or reads
+ * the clock but through these. */
+struct ppl_store_env {
+	struct ppl_logger log;
+	/* Called first in each thread the store starts (the apply workers),
+	 * with the thread's name. NULL: nothing. */
+	void (*thread_started)(void *arg, const char *name);
+	void *thread_arg;
+	/* The monotonic clock in ns (NULL: CLOCK_MONOTONIC); tests inject
+	 * their own to reach timeouts without waiting. */
+	uint64_t (*now_ns)(void *arg);
+	void *clock_arg;
+};
+
+/* The store of the export whose directory is datadir (MariaDB's datadir
+ * may turn out to be a directory inside it). env is copied; NULL: no
+ * logging, the system clock. */
+struct ppl_store *ppl_store_new(const char *datadir, const struct ppl_store_env *env);
+void ppl_store_free(struct ppl_store *e);
 
 /* The export starts over a datadir that already has a log (a restart of
  * the storage node): ingest from its checkpoint to its end now, so that
  * pages read before MariaDB's next log write are rebuilt too (I6). */
-void ppl_engine_start_from_disk(struct ppl_engine *e);
+void ppl_store_start_from_disk(struct ppl_store *e);
 
 /* Bytes written to ib_logfile0 (already durable in the file). A write
  * from the log's first byte is a log copied in: ingest waits until
@@ -48,59 +66,59 @@ void ppl_engine_start_from_disk(struct ppl_engine *e);
  * parse is logged and ingest stops, and pages are then served as the data
  * files hold them (MariaDB writes every page itself while nothing is
  * elided). */
-int ppl_engine_log_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
+int ppl_store_log_write(struct ppl_store *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
 			 size_t len);
 /* The log file was replaced (ib_logfile101 renamed over the file
  * old_fileid, 0 if none): start over, if it was the log followed. */
-void ppl_engine_log_replaced(struct ppl_engine *e, uint64_t old_fileid);
+void ppl_store_log_replaced(struct ppl_store *e, uint64_t old_fileid);
 /* The log file was removed (a datadir removed): start over when a log is
  * written again, if it was the log followed. */
-void ppl_engine_log_gone(struct ppl_engine *e, uint64_t fileid);
+void ppl_store_log_gone(struct ppl_store *e, uint64_t fileid);
 
 /* A read of a page file filled iov: rebuild the pages the index has
  * records for, in place. 0, or EIO when a page cannot be rebuilt (a wrong
  * page is never served). */
-int ppl_engine_read(struct ppl_engine *e, uint64_t fileid, uint64_t off, struct iovec *iov, int iovcnt,
+int ppl_store_read(struct ppl_store *e, uint64_t fileid, uint64_t off, struct iovec *iov, int iovcnt,
 		    size_t len);
 /* A write to a page file reached the file: whole pages become bases. */
-void ppl_engine_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
+void ppl_store_write(struct ppl_store *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
 		      size_t len);
 
 /* A page file was unlinked, replaced by a rename or truncated to nothing:
  * forget which space it held (a new file may reuse its inode number) and
  * everything the log said about that space (I7). */
-void ppl_engine_file_gone(struct ppl_engine *e, uint64_t fileid);
+void ppl_store_file_gone(struct ppl_store *e, uint64_t fileid);
 /* The page file is about to be renamed to a name that is not a page
  * file's (moved aside, as mysql-test-run does, perhaps to come back): the
  * pages elided for it are written into it first, so that it holds what a
  * disk would; once renamed, its space's state goes (file_gone). */
-void ppl_engine_file_leaving(struct ppl_engine *e, uint64_t fileid);
+void ppl_store_file_leaving(struct ppl_store *e, uint64_t fileid);
 
 /* Verify = true: every full page write is first compared byte for byte
  * with the page the index rebuilds at its LSN; divergences are counted in
  * the stats line and logged (space id, page number, page type, record
  * types), and the page falls back to full page writes. */
-void ppl_engine_set_verify(struct ppl_engine *e, bool on);
+void ppl_store_set_verify(struct ppl_store *e, bool on);
 
 /* Page_Cache_Size: bytes of rebuilt pages kept for repeated reads (0: off). */
-void ppl_engine_set_page_cache(struct ppl_engine *e, size_t bytes);
+void ppl_store_set_page_cache(struct ppl_store *e, size_t bytes);
 
 /* Elision (Elision_Port set): opens the pool (its doublewrite slots are
  * checked and torn data-file pages restored), starts the service. 0, or
  * -1 with a message: the export is refused. */
-int ppl_engine_start_elision(struct ppl_engine *e, const struct ppl_config *c, char *err, size_t errlen);
+int ppl_store_start_elision(struct ppl_store *e, const struct ppl_config *c, char *err, size_t errlen);
 /* Around the sub-FSAL's write of a log or page file (see ppl_hooks.h). */
-int ppl_engine_write_begin(struct ppl_engine *e, bool is_log, uint64_t fileid, uint64_t off, const struct iovec *iov,
+int ppl_store_write_begin(struct ppl_store *e, bool is_log, uint64_t fileid, uint64_t off, const struct iovec *iov,
 			   int iovcnt, size_t len);
-void ppl_engine_write_end(struct ppl_engine *e, bool is_log, uint64_t fileid, uint64_t off, size_t len);
+void ppl_store_write_end(struct ppl_store *e, bool is_log, uint64_t fileid, uint64_t off, size_t len);
 /* Around the sub-FSAL's read of a page file: a read and a materialization
  * of the same page never overlap. */
-void ppl_engine_read_begin(struct ppl_engine *e, uint64_t fileid, uint64_t off, size_t len);
-void ppl_engine_read_end(struct ppl_engine *e, uint64_t fileid, uint64_t off, size_t len);
+void ppl_store_read_begin(struct ppl_store *e, uint64_t fileid, uint64_t off, size_t len);
+void ppl_store_read_end(struct ppl_store *e, uint64_t fileid, uint64_t off, size_t len);
 
 /* Every figure of the engine at one moment, for the live JSON
- * (ppl_engine_json.c). */
-struct ppl_engine_figures {
+ * (store_json.c). */
+struct ppl_store_figures {
 	const char *datadir;
 	bool started, stopped, verify, elision, pool;
 	size_t page_size;
@@ -118,20 +136,20 @@ struct ppl_engine_figures {
 	bool copying;                  /* a log being copied in: ingest waits */
 	uint64_t logs_copied_in, superseded_writes, spaces_dropped;
 };
-void ppl_engine_figures(struct ppl_engine *e, struct ppl_engine_figures *f);
+void ppl_store_figures(struct ppl_store *e, struct ppl_store_figures *f);
 /* The index and the pool, for one page's dump; NULL when there is none.
  * The node only inside an RCU read-side section (rcu_read_lock()): it is
  * freed when the log is replaced. */
-struct ppl_node *ppl_engine_node(struct ppl_engine *e);
-struct ppl_pool *ppl_engine_pool(struct ppl_engine *e);
+struct ppl_node *ppl_store_node(struct ppl_store *e);
+struct ppl_pool *ppl_store_pool(struct ppl_store *e);
 
 /* The live socket's answer to a request line ("stats" or "page S:P"):
- * a malloc'ed JSON text (ppl_engine_json.c). */
-char *ppl_engine_json(struct ppl_engine *e, const char *request);
+ * a malloc'ed JSON text (store_json.c). */
+char *ppl_store_json(struct ppl_store *e, const char *request);
 
 /* "redo 12.3 MB, 4567 mtrs, ... " for the stats line. */
-int ppl_engine_format(struct ppl_engine *e, char *buf, size_t len);
+int ppl_store_format(struct ppl_store *e, char *buf, size_t len);
 /* The pool's figures for a line of their own; 0 when elision is off. */
-int ppl_engine_format_pool(struct ppl_engine *e, char *buf, size_t len);
+int ppl_store_format_pool(struct ppl_store *e, char *buf, size_t len);
 
 #endif

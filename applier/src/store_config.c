@@ -1,8 +1,6 @@
 /* Validation and display of FSAL_PPL's parameters. Ganesha's parser only
  * checks types; every rule that decides whether the engine can run with a
  * setting lives here, so that a refusal names the setting and the fix. */
-#include "config.h"
-
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
@@ -12,9 +10,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "abstract_mem.h" /* gsh_free: Ganesha's parser allocated the strings */
 
-#include "ppl_config.h"
+#include "ppl/store_config.h"
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -178,9 +175,9 @@ int ppl_config_format(const struct ppl_config *c, char *buf, size_t len)
 
 void ppl_config_free(struct ppl_config *c)
 {
-	gsh_free(c->pool_path);
-	gsh_free(c->elision_address);
-	gsh_free(c->elision_clients);
-	gsh_free(c->elision_token);
+	free(c->pool_path);
+	free(c->elision_address);
+	free(c->elision_clients);
+	free(c->elision_token);
 	memset(c, 0, sizeof(*c));
 }

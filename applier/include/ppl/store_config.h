@@ -1,7 +1,8 @@
-/* FSAL_PPL's export parameters: defaults, validation and the one-line
- * summary logged at start-up. Parsing is Ganesha's config machinery (the
- * item table is in ppl_export.c); everything here is plain C. The
- * parameters are documented in ganesha.conf.example. */
+/* The store's options: defaults, validation and the one-line summary
+ * logged at start-up. The FSAL fills them from its export block with
+ * Ganesha's config machinery (the item table is in
+ * ganesha-fsal-ppl/src/ppl_export.c); the parameters are documented in
+ * ganesha.conf.example. */
 #ifndef PPL_CONFIG_H
 #define PPL_CONFIG_H
 
@@ -46,7 +47,8 @@ struct ppl_config {
 int ppl_config_check(const struct ppl_config *c, char *err, size_t errlen);
 /* "Pool_Path=... Pool_Size=... ..." (the token itself is never shown). */
 int ppl_config_format(const struct ppl_config *c, char *buf, size_t len);
-/* Frees the strings the config parser allocated. */
+/* Frees the strings (malloc'ed: Ganesha's parser allocates with
+ * gsh_malloc, which is malloc). */
 void ppl_config_free(struct ppl_config *c);
 
 #endif

@@ -11,7 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "ppl_control.h"
+#include "ppl/control.h"
 
 struct ppl_control {
 	int fd;

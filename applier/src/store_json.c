@@ -13,7 +13,7 @@
 #include "ppl/node.h"
 #include "ppl/pool.h"
 #include "ppl/redo.h"
-#include "ppl_engine.h"
+#include "ppl/store.h"
 
 static void put_u64(json_object *o, const char *k, uint64_t v)
 {
@@ -32,10 +32,10 @@ static json_object *records_by_type(const struct ppl_node_stats *s)
 	return o;
 }
 
-static json_object *stats_json(struct ppl_engine *e)
+static json_object *stats_json(struct ppl_store *e)
 {
-	struct ppl_engine_figures f;
-	ppl_engine_figures(e, &f);
+	struct ppl_store_figures f;
+	ppl_store_figures(e, &f);
 	json_object *o = json_object_new_object(), *x;
 	json_object_object_add(o, "datadir", json_object_new_string(f.datadir));
 	json_object_object_add(o, "ingest", json_object_new_string(f.stopped ? "stopped" : f.started ? "running" :
@@ -112,7 +112,7 @@ static json_object *stats_json(struct ppl_engine *e)
 		put_u64(x, "put_back_records", f.pool_loaded_records);
 		/* where to look first: the pages holding the oldest records */
 		struct ppl_pool_page_ref refs[8];
-		size_t k = ppl_pool_oldest(ppl_engine_pool(e), refs, 8);
+		size_t k = ppl_pool_oldest(ppl_store_pool(e), refs, 8);
 		json_object *a = json_object_new_array();
 		for (size_t i = 0; i < k; i++) {
 			char id[32];
@@ -142,13 +142,13 @@ static int chunk_json(void *arg, uint64_t start_lsn, uint64_t end_lsn, bool from
 	return 0;
 }
 
-static json_object *page_json(struct ppl_engine *e, uint32_t space, uint32_t page_no)
+static json_object *page_json(struct ppl_store *e, uint32_t space, uint32_t page_no)
 {
 	json_object *o = json_object_new_object();
 	put_u64(o, "space", space);
 	put_u64(o, "page", page_no);
 	rcu_read_lock();
-	struct ppl_node *n = ppl_engine_node(e);
+	struct ppl_node *n = ppl_store_node(e);
 	struct ppl_node_page_info i;
 	if (n && ppl_node_page_info(n, space, page_no, &i)) {
 		json_object *x = json_object_new_object(), *chunks = json_object_new_array();
@@ -164,7 +164,7 @@ static json_object *page_json(struct ppl_engine *e, uint32_t space, uint32_t pag
 		json_object_object_add(o, "pending", NULL);
 	}
 	rcu_read_unlock();
-	struct ppl_pool *p = ppl_engine_pool(e);
+	struct ppl_pool *p = ppl_store_pool(e);
 	struct ppl_pool_page_info pi;
 	if (p && ppl_pool_page_info(p, space, page_no, &pi)) {
 		json_object *x = json_object_new_object();
@@ -184,7 +184,7 @@ static json_object *page_json(struct ppl_engine *e, uint32_t space, uint32_t pag
 	return o;
 }
 
-char *ppl_engine_json(struct ppl_engine *e, const char *request)
+char *ppl_store_json(struct ppl_store *e, const char *request)
 {
 	json_object *o;
 	uint32_t space, page_no;

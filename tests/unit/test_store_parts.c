@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "ppl_histogram.h"
-#include "ppl_page_cache.h"
+#include "ppl/histogram.h"
+#include "ppl/page_cache.h"
 
 #define PS 4096u
 

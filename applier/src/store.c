@@ -1,6 +1,4 @@
-/* The engine attached to an export. See ppl_engine.h. */
-#include "config.h"
-#include "log.h"
+/* The storage engine of one export. See ppl/store.h. */
 
 #include <errno.h>
 #include <dirent.h>
@@ -22,14 +20,18 @@
 #include "ppl/pool.h"
 #include "ppl/page.h"
 #include "ppl/redo.h"
-#include "ppl_config.h"
-#include "ppl_engine.h"
-#include "ppl_histogram.h"
-#include "ppl_page_cache.h"
+#include "ppl/store_config.h"
+#include "ppl/store.h"
+#include "ppl/log.h"
+#include "ppl/histogram.h"
+#include "ppl/page_cache.h"
 
 #define STRIPES 1024u
 
-struct ppl_engine {
+#define SLOG(e, level, ...) PPL_LOG(&(e)->env.log, level, __VA_ARGS__)
+
+struct ppl_store {
+	struct ppl_store_env env;     /* the host's logger, thread hook and clock */
 	char *exportdir;
 	char *datadir;                 /* where ib_logfile0 is: the export, or a directory in it */
 	pthread_mutex_t log_lock;      /* ingest is one thread at a time (node.h) */
@@ -98,13 +100,13 @@ struct ppl_engine {
 	uint64_t held_waits, held_timeouts;
 	bool verify;                   /* Verify = true: page writes compared with rebuilds */
 	/* A log written from its first byte is a log being copied in, not
-	 * MariaDB's log writer (see ppl_engine_log_write): ingest waits
+	 * MariaDB's log writer (see ppl_store_log_write): ingest waits
 	 * while the copy goes on, sequentially up from copy_end. */
 	bool copying;
 	uint64_t copy_end;
 	/* The log file ingest follows (0: none yet) and when it was last
 	 * written: another datadir's ib_logfile0 under the same export is not
-	 * this one's log (see ppl_engine_log_write). */
+	 * this one's log (see ppl_store_log_write). */
 	uint64_t log_fileid, log_write_ns, other_log_writes;
 	/* When a log of another datadir was last written (0: never). The
 	 * elision protocol does not say which datadir a page is of, so while
@@ -135,51 +137,55 @@ struct held_page {
  * damage counts as real (see start_ingest). */
 #define START_ATTEMPTS 8
 
-static uint64_t now_ns(void)
+static uint64_t now_ns(const struct ppl_store *e)
 {
+	if (e->env.now_ns)
+		return e->env.now_ns(e->env.clock_arg);
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
-static int checkpoint_gate(struct ppl_engine *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len);
-static int gate(struct ppl_engine *e, struct ppl_node *n, uint64_t ckpt, uint64_t end);
+static int checkpoint_gate(struct ppl_store *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len);
+static int gate(struct ppl_store *e, struct ppl_node *n, uint64_t ckpt, uint64_t end);
 static void on_file(void *arg, const struct ppl_node_file_event *ev);
-static bool elided_put(struct ppl_engine *e, uint64_t key, bool add);
-static void materialize_elided(struct ppl_engine *e, struct ppl_node *n);
-static void stop_workers(struct ppl_engine *e);
-static bool file_space(struct ppl_engine *e, uint64_t fileid, uint32_t *space);
-static void drop_space(struct ppl_engine *e, uint32_t space, const char *why);
-static bool elided_has(struct ppl_engine *e, uint64_t key);
-static bool served_rebuilt(struct ppl_engine *e, uint32_t space, uint32_t page_no);
-static bool holds_space(struct ppl_engine *e, uint64_t fileid, uint32_t space);
-static bool held_has(struct ppl_engine *e, uint64_t key);
-static int with_page(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint32_t page_no, bool to_disk);
-static void detach(struct ppl_engine *e, const char *why);
-static void write_back_pool(struct ppl_engine *e);
-static size_t elided_drop_space(struct ppl_engine *e, uint32_t space);
-static size_t elided_drop_pages(struct ppl_engine *e, uint32_t space, uint32_t first_page);
+static bool elided_put(struct ppl_store *e, uint64_t key, bool add);
+static void materialize_elided(struct ppl_store *e, struct ppl_node *n);
+static void stop_workers(struct ppl_store *e);
+static bool file_space(struct ppl_store *e, uint64_t fileid, uint32_t *space);
+static void drop_space(struct ppl_store *e, uint32_t space, const char *why);
+static bool elided_has(struct ppl_store *e, uint64_t key);
+static bool served_rebuilt(struct ppl_store *e, uint32_t space, uint32_t page_no);
+static bool holds_space(struct ppl_store *e, uint64_t fileid, uint32_t space);
+static bool held_has(struct ppl_store *e, uint64_t key);
+static int with_page(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, bool to_disk);
+static void detach(struct ppl_store *e, const char *why);
+static void write_back_pool(struct ppl_store *e);
+static size_t elided_drop_space(struct ppl_store *e, uint32_t space);
+static size_t elided_drop_pages(struct ppl_store *e, uint32_t space, uint32_t first_page);
 
 /* The published node. Outside log_lock, only inside an RCU read-side
  * section (urcu-bp: every thread registers itself): a node replaced
  * (detach) is freed only after every such section that could have seen
  * it has ended. */
-static struct ppl_node *node_of(struct ppl_engine *e)
+static struct ppl_node *node_of(struct ppl_store *e)
 {
 	return __atomic_load_n(&e->node, __ATOMIC_ACQUIRE);
 }
 
 static void node_log(void *arg, const char *msg)
 {
-	struct ppl_engine *e = arg;
-	LogEvent(COMPONENT_FSAL, "PPL: %s: %s", e->datadir, msg);
+	struct ppl_store *e = arg;
+	SLOG(e, PPL_LOG_EVENT, "PPL: %s: %s", e->datadir, msg);
 }
 
-struct ppl_engine *ppl_engine_new(const char *datadir)
+struct ppl_store *ppl_store_new(const char *datadir, const struct ppl_store_env *env)
 {
-	struct ppl_engine *e = calloc(1, sizeof(*e));
+	struct ppl_store *e = calloc(1, sizeof(*e));
 	if (e == NULL)
 		return NULL;
+	if (env)
+		e->env = *env;
 	e->exportdir = strdup(datadir);
 	e->datadir = strdup(datadir);
 	e->files = ppl_filemap_new();
@@ -201,7 +207,7 @@ struct ppl_engine *ppl_engine_new(const char *datadir)
 	return e;
 }
 
-void ppl_engine_free(struct ppl_engine *e)
+void ppl_store_free(struct ppl_store *e)
 {
 	if (e == NULL)
 		return;
@@ -237,7 +243,7 @@ void ppl_engine_free(struct ppl_engine *e)
 
 /* ---- which space a file holds -------------------------------------------- */
 
-static void map_set(struct ppl_engine *e, uint64_t fileid, uint32_t space)
+static void map_set(struct ppl_store *e, uint64_t fileid, uint32_t space)
 {
 	if (fileid == 0)
 		return;
@@ -248,12 +254,12 @@ static void map_set(struct ppl_engine *e, uint64_t fileid, uint32_t space)
 		ppl_datadir_bind(e->dd, fileid, space);
 }
 
-static bool map_get(struct ppl_engine *e, uint64_t fileid, uint32_t *space)
+static bool map_get(struct ppl_store *e, uint64_t fileid, uint32_t *space)
 {
 	return ppl_filemap_get(e->files, fileid, space);
 }
 
-void ppl_engine_file_gone(struct ppl_engine *e, uint64_t fileid)
+void ppl_store_file_gone(struct ppl_store *e, uint64_t fileid)
 {
 	/* I7: what the log said about a file that is gone describes nothing
 	 * any more. A space id can come back with another file (undo
@@ -273,7 +279,7 @@ void ppl_engine_file_gone(struct ppl_engine *e, uint64_t fileid)
 	if (mapped || (e->dd && ppl_datadir_space_of(e->dd, fileid, &space) == 0)) {
 		bool is_its_file = mapped || (ppl_datadir_bound_space(e->dd, fileid, &bound) == 0 && bound == space);
 		if (!is_its_file && ppl_datadir_held_elsewhere(e->dd, space, fileid))
-			LogEvent(COMPONENT_FSAL, "PPL: %s: a file whose page 0 names space %" PRIu32 " was removed "
+			SLOG(e, PPL_LOG_EVENT, "PPL: %s: a file whose page 0 names space %" PRIu32 " was removed "
 				 "(fileid %" PRIu64 "), but it is not that space's file (a copy of it): the space "
 				 "keeps its records and elided pages", e->datadir, space, fileid);
 		else
@@ -285,7 +291,7 @@ void ppl_engine_file_gone(struct ppl_engine *e, uint64_t fileid)
 }
 
 /* The space a file holds, by what its pages or the log said. */
-static bool file_space(struct ppl_engine *e, uint64_t fileid, uint32_t *space)
+static bool file_space(struct ppl_store *e, uint64_t fileid, uint32_t *space)
 {
 	return map_get(e, fileid, space) || (e->dd && ppl_datadir_space_of(e->dd, fileid, space) == 0);
 }
@@ -336,9 +342,9 @@ static bool find_log(const char *dir, uint64_t ino, int depth, char *out, size_t
 	return found;
 }
 
-static void pool_forget_datadir(struct ppl_engine *e, const char *old);
+static void pool_forget_datadir(struct ppl_store *e, const char *old);
 
-static bool locate_datadir(struct ppl_engine *e, uint64_t log_fileid)
+static bool locate_datadir(struct ppl_store *e, uint64_t log_fileid)
 {
 	char dir[4096];
 	if (!find_log(e->exportdir, log_fileid, 3, dir, sizeof(dir)))
@@ -354,13 +360,13 @@ static bool locate_datadir(struct ppl_engine *e, uint64_t log_fileid)
 	e->datadir = d;
 	if (e->dd)
 		ppl_datadir_set_root(e->dd, d);
-	LogEvent(COMPONENT_FSAL, "PPL: %s: MariaDB's datadir is %s", e->exportdir, d);
+	SLOG(e, PPL_LOG_EVENT, "PPL: %s: MariaDB's datadir is %s", e->exportdir, d);
 	return true;
 }
 
 /* The node needs the page size, from ibdata1's page 0 (InnoDB creates
  * ibdata1 before the log). */
-static int make_node(struct ppl_engine *e, bool from_file)
+static int make_node(struct ppl_store *e, bool from_file)
 {
 	uint8_t hdr[PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS + 4];
 	if (read_file(e->datadir, "ibdata1", hdr, sizeof(hdr), 0, NULL) != 0)
@@ -370,7 +376,7 @@ static int make_node(struct ppl_engine *e, bool from_file)
 		return -1; /* page 0 not written yet (a datadir being created) */
 	size_t ps = ppl_fsp_flags_page_size(flags);
 	if (ps == 0) {
-		LogCrit(COMPONENT_FSAL, "PPL: %s: ibdata1 is not a full_crc32 tablespace this engine reads; "
+		SLOG(e, PPL_LOG_CRIT, "PPL: %s: ibdata1 is not a full_crc32 tablespace this engine reads; "
 			"redo is not ingested and pages are served as the data files hold them", e->datadir);
 		e->stopped = true;
 		return -1;
@@ -381,7 +387,7 @@ static int make_node(struct ppl_engine *e, bool from_file)
 		return -1;
 	if (e->page_size && e->page_size != ps) {
 		/* a datadir of another page size in place of the old one */
-		LogEvent(COMPONENT_FSAL, "PPL: %s: the datadir's page size is now %zu B (was %zu B)", e->datadir, ps,
+		SLOG(e, PPL_LOG_EVENT, "PPL: %s: the datadir's page size is now %zu B (was %zu B)", e->datadir, ps,
 			 e->page_size);
 		ppl_page_cache_free(e->cache);
 		e->cache = NULL;
@@ -389,7 +395,7 @@ static int make_node(struct ppl_engine *e, bool from_file)
 	e->page_size = ps;
 	e->building = n;
 	if (e->cache == NULL && e->cache_bytes >= ps && (e->cache = ppl_page_cache_new(e->cache_bytes, ps)) == NULL)
-		LogWarn(COMPONENT_FSAL, "PPL: %s: no memory for the %zu-byte rebuilt-page cache; pages are rebuilt "
+		SLOG(e, PPL_LOG_WARN, "PPL: %s: no memory for the %zu-byte rebuilt-page cache; pages are rebuilt "
 			"on every read", e->datadir, e->cache_bytes);
 	if (e->dd == NULL) {
 		char err[256];
@@ -398,10 +404,10 @@ static int make_node(struct ppl_engine *e, bool from_file)
 	return 0;
 }
 
-static void stop_ingest(struct ppl_engine *e, const char *why)
+static void stop_ingest(struct ppl_store *e, const char *why)
 {
 	e->stopped = true;
-	LogCrit(COMPONENT_FSAL, "PPL: %s: redo ingest stopped: %s. Pages with records parsed before this point "
+	SLOG(e, PPL_LOG_CRIT, "PPL: %s: redo ingest stopped: %s. Pages with records parsed before this point "
 		"are still rebuilt on read; later ones are served as the data files hold them (nothing is "
 		"elided). If the log file itself is damaged, MariaDB's own recovery will stop at the same "
 		"place; if only this parse went wrong, restart ganesha.nfsd to ingest again from the log's "
@@ -410,7 +416,7 @@ static void stop_ingest(struct ppl_engine *e, const char *why)
 
 /* Feeds bytes [from, to) of the log file as it is on disk to n, as log
  * writes or (hold) as bytes not known to be final. */
-static int feed_file_to(struct ppl_engine *e, struct ppl_node *n, uint64_t from, uint64_t to, bool hold)
+static int feed_file_to(struct ppl_store *e, struct ppl_node *n, uint64_t from, uint64_t to, bool hold)
 {
 	uint8_t *b = malloc(1 << 20);
 	if (b == NULL)
@@ -427,14 +433,14 @@ static int feed_file_to(struct ppl_engine *e, struct ppl_node *n, uint64_t from,
 	return rc;
 }
 
-static int feed_file(struct ppl_engine *e, uint64_t from, uint64_t to)
+static int feed_file(struct ppl_store *e, uint64_t from, uint64_t to)
 {
 	return feed_file_to(e, e->building, from, to, false);
 }
 
 static void mark_suspect(void *arg, uint32_t space, uint32_t page_no, const struct ppl_node_page_info *i)
 {
-	struct ppl_engine *e = arg;
+	struct ppl_store *e = arg;
 	(void)i;
 	if (!elided_put(e, (uint64_t)space << 32 | page_no, true))
 		e->gate_all = true; /* out of memory: every page counts as elided */
@@ -443,7 +449,7 @@ static void mark_suspect(void *arg, uint32_t space, uint32_t page_no, const stru
 /* The log held back at a restart (feed_to_end) is parsed as MariaDB writes
  * again: its pages may have been elided by the previous run too. Called
  * with log_lock held. */
-static void after_restart_parse(struct ppl_engine *e, bool log_write)
+static void after_restart_parse(struct ppl_store *e, bool log_write)
 {
 	struct ppl_node *n = e->node;
 	if (e->suspect_upto == 0 || n == NULL || e->pool == NULL)
@@ -463,7 +469,7 @@ static void after_restart_parse(struct ppl_engine *e, bool log_write)
  * circle, `todo` bytes at most, until its parse stops well behind what was
  * fed: the end of the valid log (what lies beyond is older and would only
  * fill memory). */
-static int feed_circle(struct ppl_engine *e, struct ppl_node *n, uint64_t from, uint64_t todo, uint64_t size,
+static int feed_circle(struct ppl_store *e, struct ppl_node *n, uint64_t from, uint64_t todo, uint64_t size,
 		       uint64_t area, bool stop_at_end)
 {
 	const uint64_t chunk = 1 << 20;
@@ -484,7 +490,7 @@ static int feed_circle(struct ppl_engine *e, struct ppl_node *n, uint64_t from, 
 
 /* Where the valid log in the file ends, parsed from the checkpoint by a
  * node of its own; 0 if it cannot be read. */
-static uint64_t valid_end(struct ppl_engine *e, uint64_t ck_lsn, uint64_t from, uint64_t size, uint64_t area)
+static uint64_t valid_end(struct ppl_store *e, uint64_t ck_lsn, uint64_t from, uint64_t size, uint64_t area)
 {
 	struct ppl_node_config c = { .page_size = e->page_size, .log_is_file_image = true };
 	struct ppl_node *n = ppl_node_new(&c);
@@ -532,7 +538,7 @@ static void held_add(void *arg, uint32_t space, uint32_t page_no, const struct p
 /* Which pages have records in the held tail, len bytes of the file from
  * offset off (LSN at): parsed as a file image by a scratch node, so a
  * superset (what lies past the real end parses too, if it does). */
-static int note_held(struct ppl_engine *e, uint64_t at, uint64_t off, uint64_t len, uint64_t size, uint64_t area)
+static int note_held(struct ppl_store *e, uint64_t at, uint64_t off, uint64_t len, uint64_t size, uint64_t area)
 {
 	struct ppl_node_config c = { .page_size = e->page_size, .log_is_file_image = true };
 	struct ppl_node *n = ppl_node_new(&c);
@@ -569,9 +575,9 @@ static int note_held(struct ppl_engine *e, uint64_t at, uint64_t off, uint64_t l
 	e->held_pages = w.v;
 	e->held_n = w.n;
 	e->held_max = max;
-	__atomic_store_n(&e->restart_ns, now_ns(), __ATOMIC_RELAXED);
+	__atomic_store_n(&e->restart_ns, now_ns(e), __ATOMIC_RELAXED);
 	__atomic_store_n(&e->held, true, __ATOMIC_RELEASE);
-	LogEvent(COMPONENT_FSAL, "PPL: %s: %zu page(s) have records in the last %" PRIu64 " byte(s) of the log, "
+	SLOG(e, PPL_LOG_EVENT, "PPL: %s: %zu page(s) have records in the last %" PRIu64 " byte(s) of the log, "
 		 "which are not known to be final yet; their reads wait until MariaDB's next log write says "
 		 "what of it is real", e->datadir, w.n, len);
 	return 0;
@@ -583,7 +589,7 @@ static int note_held(struct ppl_engine *e, uint64_t at, uint64_t off, uint64_t l
  * end of what parses, so the bytes before that are parsed, and the rest
  * is kept unparsed until MariaDB's next log write (which starts at its
  * real end) or an elision question says what of it is real. */
-static int feed_to_end(struct ppl_engine *e, uint64_t ck_lsn, uint64_t from, uint64_t size, uint64_t area)
+static int feed_to_end(struct ppl_store *e, uint64_t ck_lsn, uint64_t from, uint64_t size, uint64_t area)
 {
 	const uint64_t provisional = 4096, capacity = size - area;
 	uint64_t end = valid_end(e, ck_lsn, from, size, area);
@@ -652,7 +658,7 @@ static void list_page(char *buf, size_t len, uint64_t i, uint32_t space, uint32_
 }
 
 /* Forgets the pool's records of the space's pages from first_page on. */
-static void pool_drop_pages(struct ppl_engine *e, uint32_t space, uint32_t first_page)
+static void pool_drop_pages(struct ppl_store *e, uint32_t space, uint32_t first_page)
 {
 	struct key_list k = { 0 };
 	ppl_pool_for_each_page(e->pool, collect_pool_page, &k);
@@ -666,7 +672,7 @@ static void pool_drop_pages(struct ppl_engine *e, uint32_t space, uint32_t first
  * back to its files; whatever the pool still holds is that datadir's and
  * must never be put back into the index of this one, whose space ids are
  * the same numbers for other files. */
-static void pool_forget_datadir(struct ppl_engine *e, const char *old)
+static void pool_forget_datadir(struct ppl_store *e, const char *old)
 {
 	struct key_list k = { 0 };
 	ppl_pool_for_each_page(e->pool, collect_pool_page, &k);
@@ -680,7 +686,7 @@ static void pool_forget_datadir(struct ppl_engine *e, const char *old)
 	}
 	free(k.keys);
 	if (dropped)
-		LogCrit(COMPONENT_FSAL, "PPL: %s: %" PRIu64 " page(s) of the datadir followed before (%s%s) could "
+		SLOG(e, PPL_LOG_CRIT, "PPL: %s: %" PRIu64 " page(s) of the datadir followed before (%s%s) could "
 			"not be written back to its files (see the lines above) and are dropped from the pool: "
 			"they belong to that datadir, not to the one followed now, and its files lack their "
 			"newest versions; do not start MariaDB on %s again without a backup", old, dropped, some,
@@ -720,10 +726,10 @@ static int pool_rec_to_node(void *arg, const struct ppl_pool_rec *r)
  * skipped, not reclaimed here: a reclaim that keeps later records needs
  * new blocks, and in a full pool those records would fall back to DRAM
  * although the log no longer holds them. */
-static int load_pool(struct ppl_engine *e, struct ppl_node *n, uint64_t ck_lsn, uint64_t capacity)
+static int load_pool(struct ppl_store *e, struct ppl_node *n, uint64_t ck_lsn, uint64_t capacity)
 {
 	struct key_list k = { 0 };
-	uint64_t t0 = now_ns(), durable = ppl_pool_durable_lsn(e->pool);
+	uint64_t t0 = now_ns(e), durable = ppl_pool_durable_lsn(e->pool);
 	ppl_pool_for_each_page(e->pool, collect_pool_page, &k);
 	if (k.incomplete) {
 		free(k.keys);
@@ -749,7 +755,7 @@ static int load_pool(struct ppl_engine *e, struct ppl_node *n, uint64_t ck_lsn, 
 			if (ppl_page_no(frame) == l.page_no && ppl_page_space(frame) == l.space)
 				l.file_lsn = ppl_page_lsn(frame);
 		} else if (unfound++ < 8) {
-			LogCrit(COMPONENT_FSAL, "PPL: %s: the pool holds records of page %" PRIu32 ":%" PRIu32 " but no "
+			SLOG(e, PPL_LOG_CRIT, "PPL: %s: the pool holds records of page %" PRIu32 ":%" PRIu32 " but no "
 				"file of space %" PRIu32 " is found: they are kept; MariaDB's checkpoint cannot pass "
 				"them until the file is back", e->datadir, l.space, l.page_no, l.space);
 		}
@@ -779,11 +785,11 @@ static int load_pool(struct ppl_engine *e, struct ppl_node *n, uint64_t ck_lsn, 
 	free(frame);
 	free(k.keys);
 	if (rc == 0 && k.n)
-		LogEvent(COMPONENT_FSAL, "PPL: %s: %" PRIu64 " page(s)%s%s%s with %" PRIu64 " record(s) before the "
+		SLOG(e, PPL_LOG_EVENT, "PPL: %s: %" PRIu64 " page(s)%s%s%s with %" PRIu64 " record(s) before the "
 			 "checkpoint LSN %" PRIu64 " put back from the pool in %.3f s", e->datadir,
 			 e->pool_loaded_pages, some[0] ? " (" : "", some,
 			 some[0] ? (e->pool_loaded_pages > 4 ? ", ...)" : ")") : "",
-			 e->pool_loaded_records, ck_lsn, (double)(now_ns() - t0) / 1e9);
+			 e->pool_loaded_records, ck_lsn, (double)(now_ns(e) - t0) / 1e9);
 	return rc;
 }
 
@@ -793,7 +799,7 @@ static int load_pool(struct ppl_engine *e, struct ppl_node *n, uint64_t ck_lsn, 
  * log in place: write_end TO_END): read the header and the
  * checkpoints from the file, start at the checkpoint, catch up with what
  * the file holds up to the end of this write. */
-static int start_ingest(struct ppl_engine *e, uint64_t write_end)
+static int start_ingest(struct ppl_store *e, uint64_t write_end)
 {
 	uint64_t size = 0, area = ppl_dialect_mariadb_10_8.area_start;
 	uint8_t *hdr = malloc(area);
@@ -816,7 +822,7 @@ static int start_ingest(struct ppl_engine *e, uint64_t write_end)
 	const struct ppl_checkpoint *ck = ppl_redo_checkpoint(r);
 	if (h == NULL || ck == NULL) {
 		if (!e->waiting_logged)
-			LogEvent(COMPONENT_FSAL, "PPL: %s: ib_logfile0 has no valid %s yet; ingest waits for it",
+			SLOG(e, PPL_LOG_EVENT, "PPL: %s: ib_logfile0 has no valid %s yet; ingest waits for it",
 				 e->datadir, h ? "checkpoint" : "header");
 		e->waiting_logged = true;
 		/* a fresh node next time: this one saw an incomplete header */
@@ -849,7 +855,7 @@ static int start_ingest(struct ppl_engine *e, uint64_t write_end)
 		 * CRC. MariaDB's next log write starts after the whole of
 		 * this one is on disk; catch up then. Damage that persists
 		 * is real and stops ingest below. */
-		LogEvent(COMPONENT_FSAL, "PPL: %s: the log read at ingest start ends in bytes still being written "
+		SLOG(e, PPL_LOG_EVENT, "PPL: %s: the log read at ingest start ends in bytes still being written "
 			 "(%s); starting again at the next log write", e->datadir, ppl_node_error(e->building));
 		ppl_node_free(e->building);
 		e->building = NULL;
@@ -869,12 +875,12 @@ static int start_ingest(struct ppl_engine *e, uint64_t write_end)
 	ppl_node_on_file_event(e->building, on_file, e);
 	__atomic_store_n(&e->node, e->building, __ATOMIC_RELEASE);
 	e->building = NULL;
-	LogEvent(COMPONENT_FSAL, "PPL: %s: redo ingest started at the checkpoint LSN %" PRIu64 " (log of %" PRIu64
+	SLOG(e, PPL_LOG_EVENT, "PPL: %s: redo ingest started at the checkpoint LSN %" PRIu64 " (log of %" PRIu64
 		 " B by \"%s\", %zu B pages)", e->datadir, ck->lsn, size, h->creator, e->page_size);
 	return 0;
 }
 
-void ppl_engine_start_from_disk(struct ppl_engine *e)
+void ppl_store_start_from_disk(struct ppl_store *e)
 {
 	pthread_mutex_lock(&e->log_lock);
 	if (!e->started && !e->stopped && e->building == NULL && locate_datadir(e, 0) && make_node(e, true) == 0) {
@@ -883,7 +889,7 @@ void ppl_engine_start_from_disk(struct ppl_engine *e)
 		snprintf(path, sizeof(path), "%s/ib_logfile0", e->datadir);
 		if (stat(path, &st) == 0)
 			e->log_fileid = (uint64_t)st.st_ino;
-		e->log_write_ns = now_ns();
+		e->log_write_ns = now_ns(e);
 		start_ingest(e, TO_END);
 		if (e->started)
 			__atomic_store_n(&e->replay_until_ns, UINT64_MAX, __ATOMIC_RELEASE);
@@ -917,7 +923,7 @@ static bool is_checkpoint_block(uint64_t off, size_t len)
  * replays of older page writes are still expected. */
 #define REPLAY_AFTER_CHECKPOINT_NS (30 * 1000000000ull)
 
-int ppl_engine_log_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
+int ppl_store_log_write(struct ppl_store *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
 			 size_t len)
 {
 	/* One log at a time: while the one followed is written, writes of
@@ -927,11 +933,11 @@ int ppl_engine_log_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, co
 	 * a while, another log being written is a new datadir: follow it. */
 	pthread_mutex_lock(&e->log_lock);
 	bool other = e->log_fileid != 0 && fileid != e->log_fileid;
-	bool quiet = now_ns() - e->log_write_ns > OTHER_LOG_QUIET_NS;
+	bool quiet = now_ns(e) - e->log_write_ns > OTHER_LOG_QUIET_NS;
 	if (other)
-		__atomic_store_n(&e->other_log_ns, now_ns(), __ATOMIC_RELAXED);
+		__atomic_store_n(&e->other_log_ns, now_ns(e), __ATOMIC_RELAXED);
 	if (other && !quiet && e->other_log_writes++ == 0)
-		LogEvent(COMPONENT_FSAL, "PPL: %s: another ib_logfile0 (fileid %" PRIu64 ") is written under the export "
+		SLOG(e, PPL_LOG_EVENT, "PPL: %s: another ib_logfile0 (fileid %" PRIu64 ") is written under the export "
 			 "while this datadir's log is live: it is not ingested, and its datadir's pages are neither "
 			 "elided nor rebuilt", e->datadir, fileid);
 	pthread_mutex_unlock(&e->log_lock);
@@ -941,7 +947,7 @@ int ppl_engine_log_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, co
 		detach(e, "another ib_logfile0 is written after this one stayed quiet: a new datadir");
 	pthread_mutex_lock(&e->log_lock);
 	e->log_fileid = fileid;
-	e->log_write_ns = now_ns();
+	e->log_write_ns = now_ns(e);
 	pthread_mutex_unlock(&e->log_lock);
 
 	/* MariaDB's log writer never writes the header of ib_logfile0 (a
@@ -976,7 +982,7 @@ int ppl_engine_log_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, co
 			goto out;
 		}
 		e->copying = false;
-		LogEvent(COMPONENT_FSAL, "PPL: %s: the log copied in is now written by MariaDB (%zu B at offset %" PRIu64
+		SLOG(e, PPL_LOG_EVENT, "PPL: %s: the log copied in is now written by MariaDB (%zu B at offset %" PRIu64
 			 ")", e->datadir, len, off);
 	}
 	if (e->stopped)
@@ -990,7 +996,7 @@ int ppl_engine_log_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, co
 		goto out;
 	}
 	if (off + len > ppl_dialect_mariadb_10_8.area_start)
-		__atomic_store_n(&e->last_log_write_ns, now_ns(), __ATOMIC_RELAXED);
+		__atomic_store_n(&e->last_log_write_ns, now_ns(e), __ATOMIC_RELAXED);
 	size_t left = len;
 	for (int i = 0; i < iovcnt && left; i++) {
 		size_t n = iov[i].iov_len < left ? iov[i].iov_len : left;
@@ -1015,7 +1021,7 @@ out:
  * to their data files (those a copy replaced have had their records
  * dropped already, I7), then the index is dropped and ingest starts over
  * at the next log write. */
-static void detach(struct ppl_engine *e, const char *why)
+static void detach(struct ppl_store *e, const char *why)
 {
 	rcu_read_lock();
 	struct ppl_node *old = node_of(e);
@@ -1038,7 +1044,7 @@ static void detach(struct ppl_engine *e, const char *why)
 	e->log_fileid = 0;
 	__atomic_store_n(&e->held, false, __ATOMIC_RELEASE);
 	if (was)
-		LogEvent(COMPONENT_FSAL, "PPL: %s: %s; ingest restarts at the log's checkpoint when MariaDB next "
+		SLOG(e, PPL_LOG_EVENT, "PPL: %s: %s; ingest restarts at the log's checkpoint when MariaDB next "
 			 "writes it", e->datadir, why);
 	pthread_mutex_unlock(&e->log_lock);
 	if (gone) {
@@ -1071,7 +1077,7 @@ static void detach(struct ppl_engine *e, const char *why)
 }
 
 /* Whether fileid (0: unknown) is another log than the one followed. */
-static bool other_log(struct ppl_engine *e, uint64_t fileid)
+static bool other_log(struct ppl_store *e, uint64_t fileid)
 {
 	pthread_mutex_lock(&e->log_lock);
 	bool other = e->log_fileid != 0 && fileid != e->log_fileid;
@@ -1079,13 +1085,13 @@ static bool other_log(struct ppl_engine *e, uint64_t fileid)
 	return other;
 }
 
-void ppl_engine_log_replaced(struct ppl_engine *e, uint64_t old_fileid)
+void ppl_store_log_replaced(struct ppl_store *e, uint64_t old_fileid)
 {
 	if (!other_log(e, old_fileid))
 		detach(e, "ib_logfile0 was replaced (log resize or re-creation)");
 }
 
-void ppl_engine_log_gone(struct ppl_engine *e, uint64_t fileid)
+void ppl_store_log_gone(struct ppl_store *e, uint64_t fileid)
 {
 	if (!other_log(e, fileid))
 		detach(e, "ib_logfile0 was removed");
@@ -1121,7 +1127,7 @@ static bool all_zero(const uint8_t *p, size_t n)
 }
 
 /* The inode of the file the datadir followed has, there now, for space. */
-static bool space_file_ino(struct ppl_engine *e, uint32_t space, uint64_t *ino)
+static bool space_file_ino(struct ppl_store *e, uint32_t space, uint64_t *ino)
 {
 	char path[4096];
 	struct stat st;
@@ -1133,7 +1139,7 @@ static bool space_file_ino(struct ppl_engine *e, uint32_t space, uint64_t *ino)
 
 /* The space a page belongs to: its header says, or (a page never written)
  * what the file's other pages said. */
-static bool page_space(struct ppl_engine *e, uint64_t fileid, const uint8_t *page, uint32_t page_no,
+static bool page_space(struct ppl_store *e, uint64_t fileid, const uint8_t *page, uint32_t page_no,
 		       uint32_t *space)
 {
 	if (ppl_page_no(page) == page_no && !all_zero(page, e->page_size)) {
@@ -1163,7 +1169,7 @@ static bool page_space(struct ppl_engine *e, uint64_t fileid, const uint8_t *pag
  * cannot do while every write to it is elided. */
 static void on_file(void *arg, const struct ppl_node_file_event *ev)
 {
-	struct ppl_engine *e = arg;
+	struct ppl_store *e = arg;
 	if (e->dd == NULL)
 		return;
 	/* the node has dropped the space's records; its pool records and
@@ -1195,7 +1201,7 @@ static void on_file(void *arg, const struct ppl_node_file_event *ev)
  * rather than an old page. */
 #define HOLD_QUIET_NS (2 * 1000000000ull)
 #define HOLD_MAX_NS (20 * 1000000000ull)
-static int hold_wait(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint32_t page_no)
+static int hold_wait(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no)
 {
 	if (!__atomic_load_n(&e->held, __ATOMIC_ACQUIRE))
 		return 0;
@@ -1204,9 +1210,9 @@ static int hold_wait(struct ppl_engine *e, struct ppl_node *n, uint32_t space, u
 	if (h == NULL || ppl_node_parsed_lsn(n) >= h->lsn)
 		return 0;
 	__atomic_add_fetch(&e->held_waits, 1, __ATOMIC_RELAXED);
-	uint64_t t0 = now_ns();
+	uint64_t t0 = now_ns(e);
 	while (ppl_node_parsed_lsn(n) < h->lsn && !e->stopped) {
-		uint64_t now = now_ns(), since = __atomic_load_n(&e->last_log_write_ns, __ATOMIC_RELAXED);
+		uint64_t now = now_ns(e), since = __atomic_load_n(&e->last_log_write_ns, __ATOMIC_RELAXED);
 		uint64_t restart = __atomic_load_n(&e->restart_ns, __ATOMIC_RELAXED);
 		since = since > restart ? since : restart;
 		if (now - since > HOLD_QUIET_NS) {
@@ -1223,7 +1229,7 @@ static int hold_wait(struct ppl_engine *e, struct ppl_node *n, uint32_t space, u
 		}
 		if (now - t0 > HOLD_MAX_NS) {
 			__atomic_add_fetch(&e->held_timeouts, 1, __ATOMIC_RELAXED);
-			LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 " has records up to LSN %" PRIu64
+			SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " has records up to LSN %" PRIu64
 				" in the log's last bytes from before the restart, and the log was parsed only to %"
 				PRIu64 " after %llu s; the READ fails rather than serve an older page. MariaDB's next "
 				"log write or a restart of mariadbd resolves it", e->datadir, space, page_no, h->lsn,
@@ -1238,7 +1244,7 @@ static int hold_wait(struct ppl_engine *e, struct ppl_node *n, uint32_t space, u
 	return 0;
 }
 
-static int read_pages(struct ppl_engine *e, struct ppl_node *n, uint64_t fileid, uint64_t off, struct iovec *iov,
+static int read_pages(struct ppl_store *e, struct ppl_node *n, uint64_t fileid, uint64_t off, struct iovec *iov,
 		      int iovcnt, size_t len)
 {
 	size_t ps = e->page_size;
@@ -1274,7 +1280,7 @@ static int read_pages(struct ppl_engine *e, struct ppl_node *n, uint64_t fileid,
 		enum ppl_apply_status st = ppl_node_rebuild(n, space, page_no, frame, UINT64_MAX, &changed, &err);
 		if (st != PPL_APPLY_OK) {
 			__atomic_add_fetch(&e->rebuild_failures, 1, __ATOMIC_RELAXED);
-			LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be rebuilt (%s); the "
+			SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be rebuilt (%s); the "
 				"READ fails rather than serve a page that may be wrong", e->datadir, space, page_no,
 				err.msg);
 			rc = EIO;
@@ -1314,7 +1320,7 @@ static int read_pages(struct ppl_engine *e, struct ppl_node *n, uint64_t fileid,
 		if (e->dd == NULL || ppl_datadir_read_page(e->dd, space, (uint32_t)pg, frame, ps) != 0 ||
 		    ppl_node_rebuild(n, space, (uint32_t)pg, frame, UINT64_MAX, &changed, &err) != PPL_APPLY_OK) {
 			__atomic_add_fetch(&e->rebuild_failures, 1, __ATOMIC_RELAXED);
-			LogCrit(COMPONENT_FSAL, "PPL: %s: a READ of part of page %" PRIu32 ":%" PRIu64 " cannot be "
+			SLOG(e, PPL_LOG_CRIT, "PPL: %s: a READ of part of page %" PRIu32 ":%" PRIu64 " cannot be "
 				"served rebuilt; it fails rather than return stale bytes", e->datadir, space, pg);
 			rc = EIO;
 			break;
@@ -1328,7 +1334,7 @@ static int read_pages(struct ppl_engine *e, struct ppl_node *n, uint64_t fileid,
 	return rc;
 }
 
-int ppl_engine_read(struct ppl_engine *e, uint64_t fileid, uint64_t off, struct iovec *iov, int iovcnt,
+int ppl_store_read(struct ppl_store *e, uint64_t fileid, uint64_t off, struct iovec *iov, int iovcnt,
 		    size_t len)
 {
 	rcu_read_lock();
@@ -1341,7 +1347,7 @@ int ppl_engine_read(struct ppl_engine *e, uint64_t fileid, uint64_t off, struct 
 /* A page of a file was overwritten with bytes that are not that page: its
  * records and its place in the elided set and the pool go (I7). */
 /* Everything held for the page goes: index, pool, elided set. */
-static bool forget_page(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint32_t page_no)
+static bool forget_page(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no)
 {
 	uint8_t hdr[38] = { 0 }; /* FIL_PAGE_DATA: the header page_written reads */
 	ppl_wr4(hdr + PPL_FIL_PAGE_OFFSET, page_no);
@@ -1355,16 +1361,16 @@ static bool forget_page(struct ppl_engine *e, struct ppl_node *n, uint32_t space
 	return true;
 }
 
-static void page_overwritten(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint32_t page_no)
+static void page_overwritten(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no)
 {
 	if (!forget_page(e, n, space, page_no))
 		return;
-	LogEvent(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 " was overwritten with bytes that are not an "
+	SLOG(e, PPL_LOG_EVENT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " was overwritten with bytes that are not an "
 		 "InnoDB page of that position: it is served as written, and its records are dropped", e->datadir,
 		 space, page_no);
 }
 
-static void write_pages(struct ppl_engine *e, struct ppl_node *n, uint64_t fileid, uint64_t off,
+static void write_pages(struct ppl_store *e, struct ppl_node *n, uint64_t fileid, uint64_t off,
 			const struct iovec *iov, int iovcnt, size_t len)
 {
 	if (off % e->page_size)
@@ -1433,7 +1439,7 @@ static void write_pages(struct ppl_engine *e, struct ppl_node *n, uint64_t filei
  * those bytes over it. So before the write an elided page is materialized
  * (its file then holds that newest page), and after it the page is what
  * its file holds: its records are dropped, nothing rebuilds it. */
-static void partial_pages(struct ppl_engine *e, uint64_t fileid, uint64_t off, size_t len, bool before)
+static void partial_pages(struct ppl_store *e, uint64_t fileid, uint64_t off, size_t len, bool before)
 {
 	size_t ps = e->page_size;
 	uint32_t space;
@@ -1450,7 +1456,7 @@ static void partial_pages(struct ppl_engine *e, uint64_t fileid, uint64_t off, s
 				with_page(e, n, space, (uint32_t)pg, true);
 		} else if (forget_page(e, n, space, (uint32_t)pg) &&
 			   __atomic_add_fetch(&e->partial_overwrites, 1, __ATOMIC_RELAXED) <= 16) {
-			LogEvent(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu64 " was partly overwritten (%zu B at "
+			SLOG(e, PPL_LOG_EVENT, "PPL: %s: page %" PRIu32 ":%" PRIu64 " was partly overwritten (%zu B at "
 				 "offset %" PRIu64 " of its file), not by a page write of InnoDB's: it is served as its "
 				 "file holds it, and its records are dropped", e->datadir, space, pg, len, off);
 		}
@@ -1458,7 +1464,7 @@ static void partial_pages(struct ppl_engine *e, uint64_t fileid, uint64_t off, s
 	rcu_read_unlock();
 }
 
-void ppl_engine_write(struct ppl_engine *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
+void ppl_store_write(struct ppl_store *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
 		      size_t len)
 {
 	rcu_read_lock();
@@ -1485,7 +1491,7 @@ static size_t elided_slot(const uint64_t *t, size_t cap, uint64_t k)
 
 /* Adds or removes a page. An add that cannot be recorded returns false:
  * the caller must not acknowledge the elision then. */
-static bool elided_put(struct ppl_engine *e, uint64_t key, bool add)
+static bool elided_put(struct ppl_store *e, uint64_t key, bool add)
 {
 	uint64_t k = key + 2; /* 0 empty, 1 removed */
 	bool ok = true;
@@ -1525,7 +1531,7 @@ out:
 	return ok;
 }
 
-static bool elided_has(struct ppl_engine *e, uint64_t key)
+static bool elided_has(struct ppl_store *e, uint64_t key)
 {
 	bool found = false;
 	pthread_mutex_lock(&e->elided_lock);
@@ -1536,7 +1542,7 @@ static bool elided_has(struct ppl_engine *e, uint64_t key)
 }
 
 /* Removes every page of a space from the elided set; returns how many. */
-static size_t elided_drop_pages(struct ppl_engine *e, uint32_t space, uint32_t first_page)
+static size_t elided_drop_pages(struct ppl_store *e, uint32_t space, uint32_t first_page)
 {
 	size_t n = 0;
 	pthread_mutex_lock(&e->elided_lock);
@@ -1552,7 +1558,7 @@ static size_t elided_drop_pages(struct ppl_engine *e, uint32_t space, uint32_t f
 	return n;
 }
 
-static size_t elided_drop_space(struct ppl_engine *e, uint32_t space)
+static size_t elided_drop_space(struct ppl_store *e, uint32_t space)
 {
 	return elided_drop_pages(e, space, 0);
 }
@@ -1562,7 +1568,7 @@ static size_t elided_drop_space(struct ppl_engine *e, uint32_t space)
  * pool, no page in the elided set. Its pages then need no materializing
  * before a checkpoint, and a file that later holds the same space id
  * starts from what it holds. */
-static void drop_space(struct ppl_engine *e, uint32_t space, const char *why)
+static void drop_space(struct ppl_store *e, uint32_t space, const char *why)
 {
 	struct ppl_node_stats before = { 0 }, after = { 0 };
 	rcu_read_lock();
@@ -1581,7 +1587,7 @@ static void drop_space(struct ppl_engine *e, uint32_t space, const char *why)
 		ppl_page_cache_forget_all(e->cache);
 	__atomic_add_fetch(&e->spaces_dropped, 1, __ATOMIC_RELAXED);
 	if (elided || pooled || after.chunks_dropped != before.chunks_dropped)
-		LogEvent(COMPONENT_FSAL, "PPL: %s: space %" PRIu32 ": %s; its records (%" PRIu64 " mini-transaction "
+		SLOG(e, PPL_LOG_EVENT, "PPL: %s: space %" PRIu32 ": %s; its records (%" PRIu64 " mini-transaction "
 			 "chunk(s) in memory, %" PRIu64 " page(s) in the pool) and %zu elided page(s) are dropped",
 			 e->datadir, space, why, after.chunks_dropped - before.chunks_dropped, pooled, elided);
 }
@@ -1595,7 +1601,7 @@ static void drop_space(struct ppl_engine *e, uint32_t space, const char *why)
  * passed them), or describe a file that was replaced without redo (a
  * copy, IMPORT TABLESPACE, undo tablespaces re-created), and must never
  * be applied to it. */
-static bool held_has(struct ppl_engine *e, uint64_t key)
+static bool held_has(struct ppl_store *e, uint64_t key)
 {
 	if (!__atomic_load_n(&e->held, __ATOMIC_ACQUIRE))
 		return false;
@@ -1603,7 +1609,7 @@ static bool held_has(struct ppl_engine *e, uint64_t key)
 	return bsearch(&k, e->held_pages, e->held_n, sizeof(k), held_cmp) != NULL;
 }
 
-static bool served_rebuilt(struct ppl_engine *e, uint32_t space, uint32_t page_no)
+static bool served_rebuilt(struct ppl_store *e, uint32_t space, uint32_t page_no)
 {
 	uint64_t key = (uint64_t)space << 32 | page_no;
 	return e->pool != NULL && (e->gate_all || elided_has(e, key) || held_has(e, key));
@@ -1613,7 +1619,7 @@ static bool served_rebuilt(struct ppl_engine *e, uint32_t space, uint32_t page_n
  * another datadir under the same export (mysql-test-run makes several)
  * reuses the same space ids, and none of this datadir's records may reach
  * its files. */
-static bool holds_space(struct ppl_engine *e, uint64_t fileid, uint32_t space)
+static bool holds_space(struct ppl_store *e, uint64_t fileid, uint32_t space)
 {
 	uint64_t ino;
 	return space_file_ino(e, space, &ino) && ino == fileid;
@@ -1636,7 +1642,7 @@ static unsigned stripe_of(uint64_t fileid, uint64_t unit)
  * was materialized, and decided after it left the elided set, would serve
  * the old page. I/O enters its stripes (waiting while one is being
  * materialized); materialization waits until none is in flight. */
-static void stripes_enter(struct ppl_engine *e, uint64_t fileid, uint64_t off, size_t len)
+static void stripes_enter(struct ppl_store *e, uint64_t fileid, uint64_t off, size_t len)
 {
 	pthread_mutex_lock(&e->stripe_lock);
 	for (uint64_t u = off >> STRIPE_SHIFT; u <= (off + len - 1) >> STRIPE_SHIFT; u++) {
@@ -1648,7 +1654,7 @@ static void stripes_enter(struct ppl_engine *e, uint64_t fileid, uint64_t off, s
 	pthread_mutex_unlock(&e->stripe_lock);
 }
 
-static void stripes_leave(struct ppl_engine *e, uint64_t fileid, uint64_t off, size_t len)
+static void stripes_leave(struct ppl_store *e, uint64_t fileid, uint64_t off, size_t len)
 {
 	pthread_mutex_lock(&e->stripe_lock);
 	for (uint64_t u = off >> STRIPE_SHIFT; u <= (off + len - 1) >> STRIPE_SHIFT; u++)
@@ -1657,12 +1663,12 @@ static void stripes_leave(struct ppl_engine *e, uint64_t fileid, uint64_t off, s
 	pthread_mutex_unlock(&e->stripe_lock);
 }
 
-void ppl_engine_set_verify(struct ppl_engine *e, bool on)
+void ppl_store_set_verify(struct ppl_store *e, bool on)
 {
 	e->verify = on;
 }
 
-void ppl_engine_set_page_cache(struct ppl_engine *e, size_t bytes)
+void ppl_store_set_page_cache(struct ppl_store *e, size_t bytes)
 {
 	e->cache_bytes = bytes;
 }
@@ -1671,7 +1677,7 @@ static int read_base(void *arg, uint32_t space, uint32_t page_no, uint8_t *frame
 
 /* Verify mode: each whole page about to be written, against the page the
  * index rebuilds at its LSN from the data file (not yet overwritten). */
-static void verify_write(struct ppl_engine *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len)
+static void verify_write(struct ppl_store *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len)
 {
 	size_t ps = e->page_size;
 	if (e->dd == NULL || ps == 0 || off % ps)
@@ -1713,11 +1719,11 @@ static void verify_write(struct ppl_engine *e, uint64_t off, const struct iovec 
  * only in the replay window after a restart (replay_until_ns), and never
  * for an LSN 0 image: that is a page written without redo (IMPORT
  * TABLESPACE), which a disk would take, and so does this node. */
-static void keep_newer_pages(struct ppl_engine *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len)
+static void keep_newer_pages(struct ppl_store *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len)
 {
 	size_t ps = e->page_size;
 	if (e->dd == NULL || ps == 0 || off % ps || len < ps ||
-	    now_ns() >= __atomic_load_n(&e->replay_until_ns, __ATOMIC_ACQUIRE))
+	    now_ns(e) >= __atomic_load_n(&e->replay_until_ns, __ATOMIC_ACQUIRE))
 		return;
 	uint8_t *in = aligned_alloc(4096, ps), *disk = aligned_alloc(4096, ps);
 	for (uint64_t p = off; in && disk && p + ps <= off + len; p += ps) {
@@ -1731,7 +1737,7 @@ static void keep_newer_pages(struct ppl_engine *e, uint64_t off, const struct io
 			continue;
 		iov_copy((struct iovec *)iov, iovcnt, p - off, disk, ps, false);
 		if (__atomic_add_fetch(&e->stale_writes, 1, __ATOMIC_RELAXED) <= 16)
-			LogEvent(COMPONENT_FSAL, "PPL: %s: a write of page %" PRIu32 ":%" PRIu32 " at LSN %" PRIu64
+			SLOG(e, PPL_LOG_EVENT, "PPL: %s: a write of page %" PRIu32 ":%" PRIu32 " at LSN %" PRIu64
 				 " is older than the page in its file (LSN %" PRIu64 "; a client replaying its "
 				 "unstable writes after a restart): the file keeps the newer page", e->datadir,
 				 space, page_no, ppl_page_lsn(in), ppl_page_lsn(disk));
@@ -1740,7 +1746,7 @@ static void keep_newer_pages(struct ppl_engine *e, uint64_t off, const struct io
 	free(disk);
 }
 
-int ppl_engine_write_begin(struct ppl_engine *e, bool is_log, uint64_t fileid, uint64_t off, const struct iovec *iov,
+int ppl_store_write_begin(struct ppl_store *e, bool is_log, uint64_t fileid, uint64_t off, const struct iovec *iov,
 			   int iovcnt, size_t len)
 {
 	if (is_log) {
@@ -1766,7 +1772,7 @@ int ppl_engine_write_begin(struct ppl_engine *e, bool is_log, uint64_t fileid, u
 	return 0;
 }
 
-void ppl_engine_write_end(struct ppl_engine *e, bool is_log, uint64_t fileid, uint64_t off, size_t len)
+void ppl_store_write_end(struct ppl_store *e, bool is_log, uint64_t fileid, uint64_t off, size_t len)
 {
 	if (is_log) {
 		pthread_mutex_unlock(&e->order_lock);
@@ -1776,13 +1782,13 @@ void ppl_engine_write_end(struct ppl_engine *e, bool is_log, uint64_t fileid, ui
 		stripes_leave(e, fileid, off, len);
 }
 
-void ppl_engine_read_begin(struct ppl_engine *e, uint64_t fileid, uint64_t off, size_t len)
+void ppl_store_read_begin(struct ppl_store *e, uint64_t fileid, uint64_t off, size_t len)
 {
 	if (e->pool != NULL && len != 0)
 		stripes_enter(e, fileid, off, len);
 }
 
-void ppl_engine_read_end(struct ppl_engine *e, uint64_t fileid, uint64_t off, size_t len)
+void ppl_store_read_end(struct ppl_store *e, uint64_t fileid, uint64_t off, size_t len)
 {
 	if (e->pool != NULL && len != 0)
 		stripes_leave(e, fileid, off, len);
@@ -1792,7 +1798,7 @@ void ppl_engine_read_end(struct ppl_engine *e, uint64_t fileid, uint64_t off, si
  * to the pool: no write of MariaDB's to it is in flight meanwhile, and no
  * other thread works on it. -1 when no file can be found for the space; 1
  * (no stripe taken) when its file is gone and the space was dropped. */
-static int page_claim(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint32_t page_no, unsigned *stripe,
+static int page_claim(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, unsigned *stripe,
 		      uint64_t *inop)
 {
 	char path[4096];
@@ -1824,7 +1830,7 @@ static int page_claim(struct ppl_engine *e, struct ppl_node *n, uint32_t space, 
 		    (e->pool == NULL || !ppl_pool_page_info(e->pool, space, page_no, &pi)) &&
 		    !elided_has(e, (uint64_t)space << 32 | page_no))
 			return 1;
-		LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be materialized: no file holds "
+		SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be materialized: no file holds "
 			"space %" PRIu32, e->datadir, space, page_no, space);
 		return -1;
 	}
@@ -1839,7 +1845,7 @@ static int page_claim(struct ppl_engine *e, struct ppl_node *n, uint32_t space, 
 	return 0;
 }
 
-static void page_release(struct ppl_engine *e, unsigned s)
+static void page_release(struct ppl_store *e, unsigned s)
 {
 	pthread_mutex_lock(&e->stripe_lock);
 	e->busy[s] = 0;
@@ -1852,7 +1858,7 @@ static void page_release(struct ppl_engine *e, unsigned s)
  * newer than the image wait: libcatcher may have been told yes for a
  * newer version while this one was being written (elision takes no
  * stripe), and that version exists nowhere but in those records. */
-static void page_settled(struct ppl_engine *e, struct ppl_node *n, const uint8_t *frame)
+static void page_settled(struct ppl_store *e, struct ppl_node *n, const uint8_t *frame)
 {
 	uint32_t space = ppl_page_space(frame), page_no = ppl_page_no(frame);
 	struct ppl_node_page_info info;
@@ -1865,7 +1871,7 @@ static void page_settled(struct ppl_engine *e, struct ppl_node *n, const uint8_t
 /* Writes the page as the index has it, through a doublewrite slot, unless
  * the data file already holds it; then it is the page's base. The caller
  * holds the page's stripe. */
-static int materialize(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t ino)
+static int materialize(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t ino)
 {
 	size_t ps = e->page_size;
 	int rc = -1;
@@ -1885,10 +1891,10 @@ static int materialize(struct ppl_engine *e, struct ppl_node *n, uint32_t space,
 		return 0;
 	}
 	if (frame == NULL || ppl_datadir_read_page_of(e->dd, space, ino, page_no, frame, ps) != 0) {
-		LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be read to materialize it: %s",
+		SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be read to materialize it: %s",
 			e->datadir, space, page_no, frame == NULL ? "out of memory" : strerror(errno));
 	} else if (ppl_node_rebuild(n, space, page_no, frame, UINT64_MAX, &changed, &aerr) != PPL_APPLY_OK) {
-		LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be rebuilt to materialize it "
+		SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be rebuilt to materialize it "
 			"(%s)", e->datadir, space, page_no, aerr.msg);
 	} else if (!changed) {
 		page_settled(e, n, frame); /* the file already holds it */
@@ -1896,10 +1902,10 @@ static int materialize(struct ppl_engine *e, struct ppl_node *n, uint32_t space,
 	} else {
 		int slot = ppl_pool_dw_stage(e->pool, space, page_no, frame, ps, err, sizeof(err));
 		if (slot < 0) {
-			LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 ": %s", e->datadir, space, page_no,
+			SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 ": %s", e->datadir, space, page_no,
 				err);
 		} else if (ppl_datadir_write_page_of(e->dd, space, ino, page_no, frame, ps) != 0) {
-			LogCrit(COMPONENT_FSAL, "PPL: %s: page %" PRIu32 ":%" PRIu32 " could not be written to its "
+			SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " could not be written to its "
 				"file: %s; its doublewrite slot is kept", e->datadir, space, page_no, strerror(errno));
 		} else {
 			ppl_pool_dw_release(e->pool, slot);
@@ -1945,7 +1951,7 @@ static int chunk_to_pool(void *arg, uint64_t start_lsn, uint64_t end_lsn, bool f
  * materialized: it names its file's space, and after a restart the pool's
  * records are found a file only through it. The caller holds the
  * page's stripe. */
-static int settle(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t ino)
+static int settle(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t ino)
 {
 	struct ppl_pool_page_info pi;
 	struct to_pool t = { .pool = e->pool, .space = space, .page_no = page_no, .st = PPL_POOL_OK };
@@ -1974,7 +1980,7 @@ static int settle(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint
 }
 
 /* settle() or materialize() with the page's stripe held. */
-static int with_page(struct ppl_engine *e, struct ppl_node *n, uint32_t space, uint32_t page_no, bool to_disk)
+static int with_page(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, bool to_disk)
 {
 	unsigned s;
 	uint64_t ino;
@@ -1992,7 +1998,7 @@ static unsigned key_part(uint64_t key, unsigned nparts)
 }
 
 struct due {
-	struct ppl_engine *e;
+	struct ppl_store *e;
 	uint64_t upto;
 	unsigned part, nparts;         /* only keys hashing to part (nparts 0: all) */
 	bool one_space;                /* only pages of space */
@@ -2018,13 +2024,13 @@ static void collect_due(void *arg, uint32_t space, uint32_t page_no, const struc
  * (pages whose writes were elided) is materialized first, or the write
  * fails (MariaDB 10.11 then stops with a fatal error) rather than lose them
  * (DESIGN I1, I3). */
-static int checkpoint_gate(struct ppl_engine *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len)
+static int checkpoint_gate(struct ppl_store *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len)
 {
 	const struct ppl_redo_dialect *d = &ppl_dialect_mariadb_10_8;
 	uint8_t blk[64];
 	uint64_t at = UINT64_MAX;
 	if (off == 0 || off >= d->area_start || d->checkpoint_peek > sizeof(blk))
-		return 0; /* from the first byte: a log copied in (ppl_engine_log_write) */
+		return 0; /* from the first byte: a log copied in (ppl_store_log_write) */
 	for (int slot = 0; slot < 2 && at == UINT64_MAX; slot++)
 		if (off <= d->checkpoint_off[slot] && off + len >= d->checkpoint_off[slot] + d->checkpoint_peek)
 			at = d->checkpoint_off[slot] - off;
@@ -2042,14 +2048,14 @@ static int checkpoint_gate(struct ppl_engine *e, uint64_t off, const struct iove
 	rcu_read_unlock();
 	uint64_t until = UINT64_MAX;
 	if (rc == 0)
-		__atomic_compare_exchange_n(&e->replay_until_ns, &until, now_ns() + REPLAY_AFTER_CHECKPOINT_NS, false,
+		__atomic_compare_exchange_n(&e->replay_until_ns, &until, now_ns(e) + REPLAY_AFTER_CHECKPOINT_NS, false,
 					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 	return rc;
 }
 
 /* The checkpoint gate proper, for a checkpoint at ckpt whose log ends at
  * end. */
-static int gate(struct ppl_engine *e, struct ppl_node *n, uint64_t ckpt, uint64_t end)
+static int gate(struct ppl_store *e, struct ppl_node *n, uint64_t ckpt, uint64_t end)
 {
 	/* MariaDB flushed its log up to the checkpoint's end before writing
 	 * it: parse all of that first, so that a FILE_DELETE in the last,
@@ -2063,7 +2069,7 @@ static int gate(struct ppl_engine *e, struct ppl_node *n, uint64_t ckpt, uint64_
 	}
 	pthread_mutex_unlock(&e->log_lock);
 	pthread_mutex_lock(&e->gate_lock);
-	uint64_t t0 = now_ns();
+	uint64_t t0 = now_ns(e);
 	struct due d = { .e = e, .upto = ckpt };
 	ppl_node_for_each_page(n, collect_due, &d);
 	int rc = d.l.incomplete ? ENOMEM : 0; /* never pass a page it could not list */
@@ -2078,13 +2084,13 @@ static int gate(struct ppl_engine *e, struct ppl_node *n, uint64_t ckpt, uint64_
 		rc = EIO;
 	if (d.l.n) {
 		e->gate_waits++;
-		e->gate_ns += now_ns() - t0;
-		LogDebug(COMPONENT_FSAL, "PPL: %s: checkpoint %" PRIu64 " waited for %zu page(s) to be materialized",
+		e->gate_ns += now_ns(e) - t0;
+		SLOG(e, PPL_LOG_DEBUG, "PPL: %s: checkpoint %" PRIu64 " waited for %zu page(s) to be materialized",
 			 e->datadir, ckpt, d.l.n);
 	}
 	pthread_mutex_unlock(&e->gate_lock);
 	if (rc)
-		LogCrit(COMPONENT_FSAL, "PPL: %s: the checkpoint write (LSN %" PRIu64 ") is refused: a page it needs "
+		SLOG(e, PPL_LOG_CRIT, "PPL: %s: the checkpoint write (LSN %" PRIu64 ") is refused: a page it needs "
 			"could not be materialized (see above); MariaDB stops on this error rather than lose "
 			"the page: find why the page could not be written, then restart it", e->datadir, ckpt);
 	return rc;
@@ -2093,7 +2099,7 @@ static int gate(struct ppl_engine *e, struct ppl_node *n, uint64_t ckpt, uint64_
 /* Writes every page elided so far (d's filter: of one space or all) to
  * its data file; how many could not be. d->l is left with the pages
  * listed (the caller frees it). */
-static size_t materialize_due(struct ppl_engine *e, struct ppl_node *n, struct due *d)
+static size_t materialize_due(struct ppl_store *e, struct ppl_node *n, struct due *d)
 {
 	pthread_mutex_lock(&e->gate_lock);
 	ppl_node_for_each_page(n, collect_due, d);
@@ -2105,21 +2111,21 @@ static size_t materialize_due(struct ppl_engine *e, struct ppl_node *n, struct d
 	return failed;
 }
 
-static void materialize_elided(struct ppl_engine *e, struct ppl_node *n)
+static void materialize_elided(struct ppl_store *e, struct ppl_node *n)
 {
 	struct due d = { .e = e, .upto = UINT64_MAX };
 	size_t failed = materialize_due(e, n, &d);
 	free(d.l.keys);
 	if (failed || d.l.incomplete)
-		LogCrit(COMPONENT_FSAL, "PPL: %s: %zu page(s) could not be materialized%s; their records stay in "
+		SLOG(e, PPL_LOG_CRIT, "PPL: %s: %zu page(s) could not be materialized%s; their records stay in "
 			"the pool and are put back into the index at the next ingest start", e->datadir, failed,
 			d.l.incomplete ? " (out of memory listing them)" : "");
 	else if (d.l.n)
-		LogEvent(COMPONENT_FSAL, "PPL: %s: %zu page(s) kept in the pool or memory written to their data "
+		SLOG(e, PPL_LOG_EVENT, "PPL: %s: %zu page(s) kept in the pool or memory written to their data "
 			 "files", e->datadir, d.l.n);
 }
 
-void ppl_engine_file_leaving(struct ppl_engine *e, uint64_t fileid)
+void ppl_store_file_leaving(struct ppl_store *e, uint64_t fileid)
 {
 	uint32_t space;
 	if (e->pool == NULL || !file_space(e, fileid, &space) || !holds_space(e, fileid, space))
@@ -2133,11 +2139,11 @@ void ppl_engine_file_leaving(struct ppl_engine *e, uint64_t fileid)
 	rcu_read_unlock();
 	free(d.l.keys);
 	if (failed || d.l.incomplete)
-		LogCrit(COMPONENT_FSAL, "PPL: %s: space %" PRIu32 "'s file is renamed away with %zu elided page(s) not "
+		SLOG(e, PPL_LOG_CRIT, "PPL: %s: space %" PRIu32 "'s file is renamed away with %zu elided page(s) not "
 			"written into it%s (see the lines above): those pages are lost to it", e->datadir, space,
 			failed, d.l.incomplete ? " (out of memory listing them)" : "");
 	else if (d.l.n)
-		LogEvent(COMPONENT_FSAL, "PPL: %s: space %" PRIu32 "'s file is renamed away: its %zu elided page(s) "
+		SLOG(e, PPL_LOG_EVENT, "PPL: %s: space %" PRIu32 "'s file is renamed away: its %zu elided page(s) "
 			 "were written into it first", e->datadir, space, d.l.n);
 }
 
@@ -2147,7 +2153,7 @@ void ppl_engine_file_leaving(struct ppl_engine *e, uint64_t fileid)
  * the file's page and the pool's records, so that nothing of this datadir
  * waits in the pool for a log that will not come back, and nothing of it
  * is put back into the index of another datadir. */
-static void write_back_pool(struct ppl_engine *e)
+static void write_back_pool(struct ppl_store *e)
 {
 	struct key_list k = { 0 };
 	ppl_pool_for_each_page(e->pool, collect_pool_page, &k);
@@ -2186,23 +2192,23 @@ static void write_back_pool(struct ppl_engine *e)
 	free(frame);
 	free(k.keys);
 	if (failed)
-		LogCrit(COMPONENT_FSAL, "PPL: %s: %zu page(s) kept in the pool could not be written to their data "
+		SLOG(e, PPL_LOG_CRIT, "PPL: %s: %zu page(s) kept in the pool could not be written to their data "
 			"files; they stay in the pool", e->datadir, failed);
 	else if (written)
-		LogEvent(COMPONENT_FSAL, "PPL: %s: %zu page(s) kept in the pool past MariaDB's checkpoint written to "
+		SLOG(e, PPL_LOG_EVENT, "PPL: %s: %zu page(s) kept in the pool past MariaDB's checkpoint written to "
 			 "their data files", e->datadir, written);
 }
 
 /* ---- background apply ----------------------------------------------------- */
 
 struct worker {
-	struct ppl_engine *e;
+	struct ppl_store *e;
 	unsigned idx;
 };
 
 /* Pool below its low-water mark: materialize its oldest pages (this
  * worker's share) until the high-water mark is reached. */
-static void clean_pool(struct ppl_engine *e, struct ppl_node *n, unsigned idx)
+static void clean_pool(struct ppl_store *e, struct ppl_node *n, unsigned idx)
 {
 	struct ppl_pool_page_ref refs[256];
 	struct ppl_pool_usage u;
@@ -2226,14 +2232,14 @@ static void clean_pool(struct ppl_engine *e, struct ppl_node *n, unsigned idx)
 	}
 	__atomic_add_fetch(&e->cleaned, done, __ATOMIC_RELAXED);
 	if (done)
-		LogDebug(COMPONENT_FSAL, "PPL: %s: pool cleaner materialized %lu page(s); %" PRIu64 " of %" PRIu64
+		SLOG(e, PPL_LOG_DEBUG, "PPL: %s: pool cleaner materialized %lu page(s); %" PRIu64 " of %" PRIu64
 			 " blocks free", e->datadir, done, u.free_blocks, u.nblocks);
 }
 
 /* Elided pages whose first record is older than half the log behind the
  * parse: settle them now, so that MariaDB's checkpoint does not wait for
  * them (seed 001's background apply, partitioned by page). */
-static void settle_ahead(struct ppl_engine *e, struct ppl_node *n, unsigned idx)
+static void settle_ahead(struct ppl_store *e, struct ppl_node *n, unsigned idx)
 {
 	uint64_t parsed = ppl_node_parsed_lsn(n), lag = e->log_capacity / 2;
 	if (lag == 0 || parsed <= lag)
@@ -2249,10 +2255,11 @@ static void settle_ahead(struct ppl_engine *e, struct ppl_node *n, unsigned idx)
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
-	struct ppl_engine *e = w->e;
+	struct ppl_store *e = w->e;
 	char name[16];
 	snprintf(name, sizeof(name), "ppl_apply%u", w->idx);
-	SetNameFunction(name);
+	if (e->env.thread_started)
+		e->env.thread_started(e->env.thread_arg, name);
 	pthread_mutex_lock(&e->work_lock);
 	while (!e->work_stop) {
 		struct timespec t;
@@ -2276,7 +2283,7 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-static void start_workers(struct ppl_engine *e, unsigned count)
+static void start_workers(struct ppl_store *e, unsigned count)
 {
 	/* what key_part() divides by: fixed before any worker runs (config
 	 * caps Apply_Threads at the array's size) */
@@ -2291,7 +2298,7 @@ static void start_workers(struct ppl_engine *e, unsigned count)
 		int rc = pthread_create(&e->workers[i], NULL, worker_main, w);
 		if (rc != 0) {
 			free(w);
-			LogCrit(COMPONENT_FSAL, "PPL: %s: apply thread %u could not start (%s); pages are still "
+			SLOG(e, PPL_LOG_CRIT, "PPL: %s: apply thread %u could not start (%s); pages are still "
 				"settled at MariaDB's checkpoints", e->exportdir, i, strerror(rc));
 			e->nworkers = i;
 			break;
@@ -2300,7 +2307,7 @@ static void start_workers(struct ppl_engine *e, unsigned count)
 	}
 }
 
-static void stop_workers(struct ppl_engine *e)
+static void stop_workers(struct ppl_store *e)
 {
 	pthread_mutex_lock(&e->work_lock);
 	e->work_stop = true;
@@ -2313,7 +2320,7 @@ static void stop_workers(struct ppl_engine *e)
 
 static int read_base(void *arg, uint32_t space, uint32_t page_no, uint8_t *frame)
 {
-	struct ppl_engine *e = arg;
+	struct ppl_store *e = arg;
 	return ppl_datadir_read_page(e->dd, space, page_no, frame, e->page_size);
 }
 
@@ -2321,12 +2328,12 @@ static int read_base(void *arg, uint32_t space, uint32_t page_no, uint8_t *frame
  * index can rebuild from the data file and the log. The log up to the
  * page's LSN is durable and parsed: InnoDB writes a page only after its
  * log is flushed, and log writes are parsed before they are acknowledged. */
-static unsigned decide_page(struct ppl_engine *e, struct ppl_node *n, const struct ppl_elision_page *pg)
+static unsigned decide_page(struct ppl_store *e, struct ppl_node *n, const struct ppl_elision_page *pg)
 {
 	if (e->stopped || e->dd == NULL)
 		return PPL_ELIDE_NACK_NOT_DURABLE;
 	uint64_t other = __atomic_load_n(&e->other_log_ns, __ATOMIC_RELAXED);
-	if (other != 0 && now_ns() - other < 2 * OTHER_LOG_QUIET_NS)
+	if (other != 0 && now_ns(e) - other < 2 * OTHER_LOG_QUIET_NS)
 		return PPL_ELIDE_NACK_OTHER; /* the page may be of that other datadir */
 	/* a page it could not materialize through a doublewrite slot is
 	 * never elided */
@@ -2366,7 +2373,7 @@ static unsigned decide_page(struct ppl_engine *e, struct ppl_node *n, const stru
 
 static unsigned decide(void *arg, const struct ppl_elision_page *pg)
 {
-	struct ppl_engine *e = arg;
+	struct ppl_store *e = arg;
 	rcu_read_lock();
 	struct ppl_node *n = node_of(e);
 	unsigned v = n ? decide_page(e, n, pg) : PPL_ELIDE_NACK_NOT_DURABLE;
@@ -2376,14 +2383,14 @@ static unsigned decide(void *arg, const struct ppl_elision_page *pg)
 
 static void elision_log(void *arg, const char *msg)
 {
-	struct ppl_engine *e = arg;
-	LogWarn(COMPONENT_FSAL, "PPL: %s: elision service: %s", e->exportdir, msg);
+	struct ppl_store *e = arg;
+	SLOG(e, PPL_LOG_WARN, "PPL: %s: elision service: %s", e->exportdir, msg);
 }
 
 static void pool_log(void *arg, const char *msg)
 {
-	struct ppl_engine *e = arg;
-	LogEvent(COMPONENT_FSAL, "PPL: %s: %s", e->exportdir, msg);
+	struct ppl_store *e = arg;
+	SLOG(e, PPL_LOG_EVENT, "PPL: %s: %s", e->exportdir, msg);
 }
 
 /* The directory under the export that holds ib_logfile0 (by name: at
@@ -2410,7 +2417,7 @@ static void guess_datadir(const char *dir, int depth, char *out, size_t outlen)
 		closedir(d);
 }
 
-int ppl_engine_start_elision(struct ppl_engine *e, const struct ppl_config *c, char *err, size_t errlen)
+int ppl_store_start_elision(struct ppl_store *e, const struct ppl_config *c, char *err, size_t errlen)
 {
 	char dir[4096] = "";
 	guess_datadir(e->exportdir, 3, dir, sizeof(dir));
@@ -2444,7 +2451,7 @@ int ppl_engine_start_elision(struct ppl_engine *e, const struct ppl_config *c, c
 		e->pool = NULL;
 		return -1;
 	}
-	LogEvent(COMPONENT_FSAL, "PPL: %s: pool %s opened in %.3f s: %" PRIu64 " doublewrite slot(s) pending, %"
+	SLOG(e, PPL_LOG_EVENT, "PPL: %s: pool %s opened in %.3f s: %" PRIu64 " doublewrite slot(s) pending, %"
 		 PRIu64 " page(s) restored, %" PRIu64 " current, %" PRIu64 " not checked", e->exportdir, c->pool_path,
 		 (double)rec.elapsed_ns / 1e9, rec.dw_pending, rec.dw_restored, rec.dw_current,
 		 rec.dw_unreadable + rec.dw_needs_restore);
@@ -2457,7 +2464,7 @@ int ppl_engine_start_elision(struct ppl_engine *e, const struct ppl_config *c, c
 	return 0;
 }
 
-static int format_node(struct ppl_engine *e, struct ppl_node *n, char *buf, size_t len)
+static int format_node(struct ppl_store *e, struct ppl_node *n, char *buf, size_t len)
 {
 	struct ppl_node_stats s;
 	ppl_node_get_stats(n, &s);
@@ -2479,7 +2486,7 @@ static int format_node(struct ppl_engine *e, struct ppl_node *n, char *buf, size
 			__atomic_load_n(&e->pages_written, __ATOMIC_RELAXED), e->stopped ? "; INGEST STOPPED" : "");
 }
 
-static int format_engine(struct ppl_engine *e, char *buf, size_t len)
+static int format_engine(struct ppl_store *e, char *buf, size_t len)
 {
 	rcu_read_lock();
 	struct ppl_node *n = node_of(e);
@@ -2491,7 +2498,7 @@ static int format_engine(struct ppl_engine *e, char *buf, size_t len)
 	return r;
 }
 
-static int format_verify(struct ppl_engine *e, char *buf, size_t len)
+static int format_verify(struct ppl_store *e, char *buf, size_t len)
 {
 	if (!e->verify)
 		return 0;
@@ -2502,7 +2509,7 @@ static int format_verify(struct ppl_engine *e, char *buf, size_t len)
 			__atomic_load_n(&e->verify_skipped, __ATOMIC_RELAXED));
 }
 
-static int format_elision(struct ppl_engine *e, char *buf, size_t len)
+static int format_elision(struct ppl_store *e, char *buf, size_t len)
 {
 	if (e->elision == NULL)
 		return snprintf(buf, len, "; elision off");
@@ -2526,7 +2533,7 @@ static int format_elision(struct ppl_engine *e, char *buf, size_t len)
 			e->gate_waits, (double)e->gate_ns / 1e9);
 }
 
-void ppl_engine_figures(struct ppl_engine *e, struct ppl_engine_figures *f)
+void ppl_store_figures(struct ppl_store *e, struct ppl_store_figures *f)
 {
 	memset(f, 0, sizeof(*f));
 	rcu_read_lock();
@@ -2578,17 +2585,17 @@ void ppl_engine_figures(struct ppl_engine *e, struct ppl_engine_figures *f)
 	rcu_read_unlock();
 }
 
-struct ppl_node *ppl_engine_node(struct ppl_engine *e)
+struct ppl_node *ppl_store_node(struct ppl_store *e)
 {
 	return node_of(e);
 }
 
-struct ppl_pool *ppl_engine_pool(struct ppl_engine *e)
+struct ppl_pool *ppl_store_pool(struct ppl_store *e)
 {
 	return e->pool;
 }
 
-int ppl_engine_format_pool(struct ppl_engine *e, char *buf, size_t len)
+int ppl_store_format_pool(struct ppl_store *e, char *buf, size_t len)
 {
 	if (e->pool == NULL)
 		return 0;
@@ -2605,7 +2612,7 @@ int ppl_engine_format_pool(struct ppl_engine *e, char *buf, size_t len)
 			__atomic_load_n(&e->cleaned, __ATOMIC_RELAXED), e->pool_loaded_pages);
 }
 
-int ppl_engine_format(struct ppl_engine *e, char *buf, size_t len)
+int ppl_store_format(struct ppl_store *e, char *buf, size_t len)
 {
 	int k = format_engine(e, buf, len);
 	if (k < 0 || (size_t)k >= len)

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ppl_page_cache.h"
+#include "ppl/page_cache.h"
 
 #define LOCKS 256u
 
