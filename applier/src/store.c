@@ -2371,14 +2371,18 @@ static unsigned decide_page(struct ppl_store *e, struct ppl_node *n, const struc
 	return v;
 }
 
-static unsigned decide(void *arg, const struct ppl_elision_page *pg)
+unsigned ppl_store_elide(struct ppl_store *e, const struct ppl_elision_page *pg)
 {
-	struct ppl_store *e = arg;
 	rcu_read_lock();
 	struct ppl_node *n = node_of(e);
 	unsigned v = n ? decide_page(e, n, pg) : PPL_ELIDE_NACK_NOT_DURABLE;
 	rcu_read_unlock();
 	return v;
+}
+
+static unsigned decide(void *arg, const struct ppl_elision_page *pg)
+{
+	return ppl_store_elide(arg, pg);
 }
 
 static void elision_log(void *arg, const char *msg)

@@ -107,6 +107,13 @@ void ppl_store_set_page_cache(struct ppl_store *e, size_t bytes);
  * checked and torn data-file pages restored), starts the service. 0, or
  * -1 with a message: the export is refused. */
 int ppl_store_start_elision(struct ppl_store *e, const struct ppl_config *c, char *err, size_t errlen);
+/* An elision question (the service's callback, callable directly): ACK
+ * only for the exact page (LSN, checksum) the store can rebuild from its
+ * data file and the log, and materialize before a checkpoint passes it;
+ * otherwise a NACK reason (ppl/elision_proto.h). An ACK puts the page in
+ * the elided set before it returns. */
+unsigned ppl_store_elide(struct ppl_store *e, const struct ppl_elision_page *pg);
+
 /* Around the sub-FSAL's write of a log or page file (see ppl_hooks.h). */
 int ppl_store_write_begin(struct ppl_store *e, bool is_log, uint64_t fileid, uint64_t off, const struct iovec *iov,
 			   int iovcnt, size_t len);

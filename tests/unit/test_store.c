@@ -1,0 +1,317 @@
+/* The store (ppl/store.h) driven as ganesha.nfsd's FSAL drives it, with
+ * no Ganesha: this harness is the host. It writes the files of a
+ * synthetic datadir itself (16 KiB full_crc32 pages, a log from
+ * redo_synth.h), calls the store around each write and read as the
+ * FSAL's hooks do, asks elision questions directly, and collects the
+ * store's log lines through its logger. The clock is injected.
+ *
+ * What it checks: an elided page is rebuilt on read exactly as MariaDB
+ * wrote it; every refusal the harness can provoke gets its reason; the
+ * checkpoint gate keeps a page's records in the pool while they fit under
+ * the per-page cap and materializes the page into its data file once they
+ * do not, so that after the gate the file (or the pool) and never only
+ * the log holds what MariaDB was told is written. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "ppl/elision_proto.h"
+#include "ppl/log.h"
+#include "ppl/page.h"
+#include "ppl/pool.h"
+#include "ppl/store.h"
+#include "ppl/store_config.h"
+#include "redo_synth.h"
+
+#define PS 16384u
+#define FIRST_LSN 12288u
+#define SPACE 5u
+#define FLAGS (PPL_FSP_FLAGS_FCRC32_MASK_MARKER | 5u) /* full_crc32, 16 KiB */
+
+struct host {
+	char dir[256], log_path[300], ibd_path[300], pool_path[300];
+	uint64_t log_ino, ibd_ino;
+	struct synlog l;
+	uint64_t written;            /* LSN the log file holds up to */
+	uint64_t clock_ns;
+	char lines[64][512];
+	int nlines;
+	struct ppl_store *s;
+};
+
+static void on_log(void *arg, enum ppl_log_level level, const char *func, int line, const char *msg)
+{
+	struct host *h = arg;
+	(void)line;
+	if (h->nlines < 64)
+		snprintf(h->lines[h->nlines++], sizeof h->lines[0], "%s %s: %s", ppl_log_level_name(level), func, msg);
+	if (level <= PPL_LOG_WARN)
+		printf("  store: %s %s: %s\n", ppl_log_level_name(level), func, msg);
+}
+
+static uint64_t clock_of(void *arg)
+{
+	return ((struct host *)arg)->clock_ns;
+}
+
+static bool logged(const struct host *h, const char *needle)
+{
+	for (int i = 0; i < h->nlines; i++)
+		if (strstr(h->lines[i], needle))
+			return true;
+	return false;
+}
+
+static uint64_t ino_of(const char *path)
+{
+	struct stat st;
+	CHECK(stat(path, &st) == 0);
+	return (uint64_t)st.st_ino;
+}
+
+static void write_file(const char *path, const void *buf, size_t len, off_t off)
+{
+	int fd = open(path, O_WRONLY | O_CREAT, 0644);
+	CHECK(fd >= 0);
+	CHECK(pwrite(fd, buf, len, off) == (ssize_t)len);
+	close(fd);
+}
+
+static void read_file(const char *path, void *buf, size_t len, off_t off)
+{
+	int fd = open(path, O_RDONLY);
+	CHECK(fd >= 0);
+	CHECK(pread(fd, buf, len, off) == (ssize_t)len);
+	close(fd);
+}
+
+/* A page as MariaDB leaves it: header fields, LSN, full_crc32. */
+static void make_page(uint8_t *p, uint32_t space, uint32_t page_no, uint16_t type, uint64_t lsn)
+{
+	memset(p, 0, PS);
+	ppl_wr4(p + PPL_FIL_PAGE_OFFSET, page_no);
+	ppl_wr2(p + PPL_FIL_PAGE_TYPE, type);
+	ppl_wr4(p + PPL_FIL_PAGE_SPACE_ID, space);
+	if (page_no == 0) {
+		ppl_wr4(p + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_ID, space);
+		ppl_wr4(p + PPL_FSP_HEADER_OFFSET + PPL_FSP_SIZE, 8);
+		ppl_wr4(p + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS, FLAGS);
+	}
+	ppl_page_stamp(p, PS, lsn);
+}
+
+static void make_space(const char *path, uint32_t space, int pages)
+{
+	static uint8_t p[PS];
+	for (int i = 0; i < pages; i++) {
+		make_page(p, space, (uint32_t)i, i == 0 ? PPL_FIL_PAGE_TYPE_FSP_HDR : PPL_FIL_PAGE_INDEX, FIRST_LSN);
+		write_file(path, p, PS, (off_t)i * PS);
+	}
+}
+
+/* The host's log write: begin (the checkpoint gate), the file, the store. */
+static int host_log_write(struct host *h, uint64_t off, const uint8_t *buf, size_t len)
+{
+	struct iovec iov = {(void *)buf, len};
+	int rc = ppl_store_write_begin(h->s, true, h->log_ino, off, &iov, 1, len);
+	if (rc)
+		return rc;
+	write_file(h->log_path, buf, len, (off_t)off);
+	rc = ppl_store_log_write(h->s, h->log_ino, off, &iov, 1, len);
+	ppl_store_write_end(h->s, true, h->log_ino, off, len);
+	return rc;
+}
+
+/* MariaDB's log writer: everything appended since the last write, from the
+ * block holding the write position, in one write. */
+static void flush_log(struct host *h)
+{
+	size_t from = syn_off(&h->l, h->written) & ~(size_t)511, to = syn_off(&h->l, h->l.lsn);
+	CHECK(to > from);
+	CHECK_EQ_U(host_log_write(h, from, h->l.file + from, to - from), 0);
+	h->written = h->l.lsn;
+}
+
+static int checkpoint(struct host *h, uint64_t lsn)
+{
+	static int slot;
+	uint8_t ck[64];
+	syn_checkpoint(ck, lsn, h->l.lsn);
+	return host_log_write(h, (slot++ & 1) ? 4096 : 8192, ck, sizeof ck);
+}
+
+/* One mini-transaction: `len` bytes of `fill` at byte `at` of the page. */
+static uint64_t change(struct host *h, uint32_t page_no, uint32_t at, uint8_t fill, size_t len, uint8_t *image)
+{
+	uint8_t data[600], rec[700];
+	memset(data, fill, len);
+	size_t n = syn_write_rec(rec, SPACE, page_no, at, data, len);
+	syn_mtr(&h->l, rec, n);
+	memcpy(image + at, data, len);
+	ppl_page_stamp(image, PS, h->l.lsn);
+	return h->l.lsn;
+}
+
+static unsigned ask(struct host *h, uint32_t page_no, const uint8_t *image, uint32_t page_size)
+{
+	struct ppl_elision_page pg = {SPACE, page_no, ppl_page_lsn(image), ppl_page_stored_crc(image, PS), page_size};
+	return ppl_store_elide(h->s, &pg);
+}
+
+/* The host's read of one page: begin, the file, the store, end. */
+static int host_read(struct host *h, uint32_t page_no, uint8_t *out)
+{
+	uint64_t off = (uint64_t)page_no * PS;
+	ppl_store_read_begin(h->s, h->ibd_ino, off, PS);
+	read_file(h->ibd_path, out, PS, (off_t)off);
+	struct iovec iov = {out, PS};
+	int rc = ppl_store_read(h->s, h->ibd_ino, off, &iov, 1, PS);
+	ppl_store_read_end(h->s, h->ibd_ino, off, PS);
+	return rc;
+}
+
+static void host_open(struct host *h)
+{
+	memset(h, 0, sizeof *h);
+	snprintf(h->dir, sizeof h->dir, "/tmp/ppl-test-store-XXXXXX");
+	CHECK(mkdtemp(h->dir) != NULL);
+	char p[300];
+	snprintf(p, sizeof p, "%s/test", h->dir);
+	CHECK(mkdir(p, 0755) == 0);
+	snprintf(p, sizeof p, "%s/ibdata1", h->dir);
+	make_space(p, 0, 8);
+	snprintf(h->ibd_path, sizeof h->ibd_path, "%s/test/t1.ibd", h->dir);
+	make_space(h->ibd_path, SPACE, 8);
+	syn_init(&h->l, 1 << 20, FIRST_LSN);
+	snprintf(h->log_path, sizeof h->log_path, "%s/ib_logfile0", h->dir);
+	write_file(h->log_path, h->l.file, h->l.size, 0);
+	h->written = h->l.lsn;
+	h->log_ino = ino_of(h->log_path);
+	h->ibd_ino = ino_of(h->ibd_path);
+	snprintf(h->pool_path, sizeof h->pool_path, "%s.pool", h->dir);
+	char err[512];
+	struct ppl_pool_geometry g = {.size = 8 << 20, .identity = h->dir};
+	if (ppl_pool_create(h->pool_path, &g, err, sizeof err) != 0)
+		printf("pool: %s\n", err);
+	h->clock_ns = 1000000000000ull;
+	struct ppl_store_env env = {.log = {.log = on_log, .arg = h}, .now_ns = clock_of, .clock_arg = h};
+	h->s = ppl_store_new(h->dir, &env);
+	CHECK(h->s != NULL);
+	struct ppl_config c = {.pool_path = h->pool_path, .block_size = 64, .max_per_page = 256,
+			       .apply_threads = 0, .elision_address = "127.0.0.1", .elision_port = 0,
+			       .elision_clients = "127.0.0.1", .elision_token = "t"};
+	int rc = ppl_store_start_elision(h->s, &c, err, sizeof err);
+	if (rc)
+		printf("start_elision: %s\n", err);
+	CHECK(rc == 0);
+	ppl_store_start_from_disk(h->s);
+	h->clock_ns += 60ull * 1000000000ull; /* past every start-up window */
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+static void host_close(struct host *h)
+{
+	ppl_store_free(h->s);
+	CHECK(nftw(h->dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS) == 0);
+	CHECK(unlink(h->pool_path) == 0);
+	free(h->l.file);
+}
+
+/* Elided, rebuilt on read, refused for every reason the harness can make. */
+static void test_elide_and_read(void)
+{
+	struct host h;
+	host_open(&h);
+	static uint8_t image[PS], got[PS];
+	read_file(h.ibd_path, image, PS, 3 * PS);
+	change(&h, 3, 200, 0xab, 40, image);
+	change(&h, 3, 1000, 0xcd, 10, image);
+	flush_log(&h);
+
+	/* a page size other than the datadir's */
+	CHECK_EQ_U(ask(&h, 3, image, 8192), PPL_ELIDE_NACK_PAGE_SIZE);
+
+	/* the exact page: yes, and a read serves it though the file is older */
+	CHECK_EQ_U(ask(&h, 3, image, PS), PPL_ELIDE_ACK);
+	CHECK_EQ_U(host_read(&h, 3, got), 0);
+	CHECK(memcmp(got, image, PS) == 0);
+	read_file(h.ibd_path, got, PS, 3 * PS);
+	CHECK(memcmp(got, image, PS) != 0); /* nothing written to the file yet */
+
+	/* a checksum the rebuild does not give: no, and the page stays on
+	 * full page writes (a divergence), even for its right image */
+	static uint8_t p5[PS], wrong[PS];
+	read_file(h.ibd_path, p5, PS, 5 * PS);
+	change(&h, 5, 64, 0x77, 16, p5);
+	flush_log(&h);
+	memcpy(wrong, p5, PS);
+	wrong[300] ^= 1;
+	ppl_page_stamp(wrong, PS, ppl_page_lsn(p5));
+	CHECK_EQ_U(ask(&h, 5, wrong, PS), PPL_ELIDE_NACK_CHECKSUM);
+	CHECK(logged(&h, "divergence"));
+	CHECK_EQ_U(ask(&h, 5, p5, PS), PPL_ELIDE_NACK_UNSUPPORTED);
+
+	/* a page nobody elided is served as its file holds it */
+	static uint8_t p4[PS], f4[PS];
+	read_file(h.ibd_path, f4, PS, 4 * PS);
+	memcpy(p4, f4, PS);
+	change(&h, 4, 500, 0x11, 8, p4);
+	flush_log(&h);
+	CHECK_EQ_U(host_read(&h, 4, got), 0);
+	CHECK(memcmp(got, f4, PS) == 0);
+	host_close(&h);
+}
+
+/* The checkpoint gate: while a page's records fit under the per-page cap
+ * they are kept in the pool and the checkpoint passes; once they do not,
+ * the page is materialized into its file before the checkpoint passes. */
+static void test_gate_settles_then_materializes(void)
+{
+	struct host h;
+	host_open(&h);
+	static uint8_t image[PS], got[PS];
+	read_file(h.ibd_path, image, PS, 3 * PS);
+	change(&h, 3, 200, 0x21, 20, image);
+	flush_log(&h);
+	CHECK_EQ_U(ask(&h, 3, image, PS), PPL_ELIDE_ACK);
+	CHECK_EQ_U(checkpoint(&h, h.l.lsn), 0);
+	struct ppl_store_figures f;
+	ppl_store_figures(h.s, &f);
+	CHECK_EQ_U(f.pool_kept, 1);      /* small: kept in the pool */
+	CHECK_EQ_U(f.materialized, 0);
+	CHECK_EQ_U(host_read(&h, 3, got), 0);
+	CHECK(memcmp(got, image, PS) == 0);
+
+	/* more records than the cap (256 B) */
+	change(&h, 3, 2000, 0x22, 300, image);
+	flush_log(&h);
+	CHECK_EQ_U(ask(&h, 3, image, PS), PPL_ELIDE_ACK);
+	CHECK_EQ_U(checkpoint(&h, h.l.lsn), 0);
+	ppl_store_figures(h.s, &f);
+	CHECK(f.materialized >= 1);
+	read_file(h.ibd_path, got, PS, 3 * PS);
+	CHECK(memcmp(got, image, PS) == 0); /* the file holds MariaDB's page */
+	CHECK_EQ_U(host_read(&h, 3, got), 0);
+	CHECK(memcmp(got, image, PS) == 0);
+	CHECK(!logged(&h, "CRIT"));
+	host_close(&h);
+}
+
+int main(void)
+{
+	test_elide_and_read();
+	test_gate_settles_then_materializes();
+	CHECK_DONE();
+}
