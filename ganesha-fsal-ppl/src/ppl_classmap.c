@@ -85,8 +85,10 @@ static void grow(struct ppl_classmap *m)
 	m->nbuckets = n;
 }
 
-void ppl_classmap_remove(struct ppl_classmap *m, const void *key, size_t keylen)
+void ppl_classmap_remove(struct ppl_classmap *m, const struct gsh_buffdesc *k)
 {
+	const void *key = k->addr;
+	size_t keylen = k->len;
 	struct ppl_classmap_entry **pp, *e;
 
 	pthread_mutex_lock(&m->lock);
@@ -101,9 +103,11 @@ void ppl_classmap_remove(struct ppl_classmap *m, const void *key, size_t keylen)
 	pthread_mutex_unlock(&m->lock);
 }
 
-void ppl_classmap_set(struct ppl_classmap *m, const void *key, size_t keylen, enum ppl_file_class cls,
+void ppl_classmap_set(struct ppl_classmap *m, const struct gsh_buffdesc *k, enum ppl_file_class cls,
 		      const char *name)
 {
+	const void *key = k->addr;
+	size_t keylen = k->len;
 	struct ppl_classmap_entry **pp, *e;
 	char *copy;
 
@@ -136,9 +140,11 @@ void ppl_classmap_set(struct ppl_classmap *m, const void *key, size_t keylen, en
 	pthread_mutex_unlock(&m->lock);
 }
 
-enum ppl_file_class ppl_classmap_get(struct ppl_classmap *m, const void *key, size_t keylen,
+enum ppl_file_class ppl_classmap_get(struct ppl_classmap *m, const struct gsh_buffdesc *k,
 				     char *name_buf, size_t len)
 {
+	const void *key = k->addr;
+	size_t keylen = k->len;
 	struct ppl_classmap_entry *e;
 	enum ppl_file_class cls = PPL_FILE_UNRESOLVED;
 

@@ -8,6 +8,8 @@
 #include <pthread.h>
 #include <stddef.h>
 
+#include "gsh_types.h" /* struct gsh_buffdesc: the sub-FSAL's handle key */
+
 #include "ppl_hooks.h"
 
 struct ppl_classmap_entry;
@@ -22,12 +24,12 @@ struct ppl_classmap {
 int ppl_classmap_init(struct ppl_classmap *m);
 void ppl_classmap_destroy(struct ppl_classmap *m);
 /* Stores the class and name of a key (PPL_FILE_UNRESOLVED is not stored). */
-void ppl_classmap_set(struct ppl_classmap *m, const void *key, size_t keylen, enum ppl_file_class cls,
+void ppl_classmap_set(struct ppl_classmap *m, const struct gsh_buffdesc *key, enum ppl_file_class cls,
 		      const char *name);
-void ppl_classmap_remove(struct ppl_classmap *m, const void *key, size_t keylen);
+void ppl_classmap_remove(struct ppl_classmap *m, const struct gsh_buffdesc *key);
 /* Returns the class and copies the name into name_buf; PPL_FILE_UNRESOLVED
  * if the key was never stored. */
-enum ppl_file_class ppl_classmap_get(struct ppl_classmap *m, const void *key, size_t keylen,
-				     char *name_buf, size_t len);
+enum ppl_file_class ppl_classmap_get(struct ppl_classmap *m, const struct gsh_buffdesc *key, char *name_buf,
+				     size_t len);
 
 #endif

@@ -27,7 +27,7 @@ void ppl_handle_set_name(struct ppl_export *pexp, struct ppl_handle *h, const ch
 	__atomic_store_n(&h->cls, cls, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&h->lock);
 	handle_key(pexp, h->sub, &key);
-	ppl_classmap_set(&pexp->classes, key.addr, key.len, cls, name);
+	ppl_classmap_set(&pexp->classes, &key, cls, name);
 	LogFullDebug(COMPONENT_FSAL, "PPL: file %" PRIu64 " is %s (%s)", h->obj.fileid, name,
 		     ppl_file_class_name(cls));
 }
@@ -73,7 +73,7 @@ fsal_status_t ppl_wrap(struct ppl_export *pexp, struct fsal_obj_handle *sub, con
 			char buf[NAME_MAX + 1];
 
 			handle_key(pexp, sub, &key);
-			h->cls = ppl_classmap_get(&pexp->classes, key.addr, key.len, buf, sizeof(buf));
+			h->cls = ppl_classmap_get(&pexp->classes, &key, buf, sizeof(buf));
 			if (buf[0])
 				h->name = gsh_strdup(buf);
 			if (h->cls == PPL_FILE_UNRESOLVED)
@@ -299,7 +299,7 @@ static fsal_status_t renamefile(struct fsal_obj_handle *obj, struct fsal_obj_han
 	}
 	ppl_handle_set_name(pexp, h, new_name);
 	if (victim_key_len)
-		ppl_classmap_remove(&pexp->classes, victim_key, victim_key_len);
+		ppl_classmap_remove(&pexp->classes, &(struct gsh_buffdesc){.addr = victim_key, .len = victim_key_len});
 	to.cls = ppl_classify(new_name);
 	to.fileid = obj->fileid;
 	to.name = new_name;
@@ -352,7 +352,7 @@ static fsal_status_t file_unlink(struct fsal_obj_handle *dir, struct fsal_obj_ha
 		/* Keeps the map as large as the live files (InnoDB does not
 		 * hard-link, so this was the file's only name). */
 		handle_key(pexp, h->sub, &key);
-		ppl_classmap_remove(&pexp->classes, key.addr, key.len);
+		ppl_classmap_remove(&pexp->classes, &key);
 	}
 	return st;
 }

@@ -41,7 +41,7 @@ static enum fsal_dir_result scan_entry(const char *name, struct fsal_obj_handle 
 		enum ppl_file_class cls = ppl_classify(name);
 
 		sub->obj_ops->handle_to_key(sub, &key);
-		ppl_classmap_set(&s->pexp->classes, key.addr, key.len, cls, name);
+		ppl_classmap_set(&s->pexp->classes, &key, cls, name);
 		s->files++;
 		s->by_class[cls]++;
 	} else if (sub->type == DIRECTORY && s->dirs) {
