@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: set-up, a normal and an ASan+UBSan build, the C unit
-# tests under both (ctest), a short fuzz run, and the tests that start real
-# servers (pytest). Ends with one line "N passed, N failed".
+# tests under both (ctest), the threaded ones under ThreadSanitizer, a short
+# fuzz run, and the tests that start real servers (pytest). Ends with one line "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -22,10 +22,16 @@ cmake -S . -B build-asan -G Ninja -DPPL_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/d
 step "build (libFuzzer targets, clang)"
 CC=clang cmake -S . -B build-fuzz -G Ninja -DPPL_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null && ninja -C build-fuzz || exit 1
 
+step "build (ThreadSanitizer: the threaded engine tests)"
+cmake -S . -B build-tsan -G Ninja -DPPL_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
+  ninja -C build-tsan test_store || exit 1
+
 step "unit tests"
 ctest --test-dir build --output-on-failure --output-junit "$results/ctest.xml" || status=1
 step "unit tests under ASan+UBSan"
 ctest --test-dir build-asan --output-on-failure --output-junit "$results/ctest-asan.xml" || status=1
+step "threaded unit tests under ThreadSanitizer"
+ctest --test-dir build-tsan --output-on-failure -L threaded --output-junit "$results/ctest-tsan.xml" || status=1
 step "fuzz targets (short runs)"
 ctest --test-dir build-fuzz --output-on-failure -L fuzz --output-junit "$results/ctest-fuzz.xml" || status=1
 

@@ -13,6 +13,7 @@
  * the log holds what MariaDB was told is written. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,7 @@
 #define PS 16384u
 #define FIRST_LSN 12288u
 #define SPACE 5u
+#define NPAGES 32u
 #define FLAGS (PPL_FSP_FLAGS_FCRC32_MASK_MARKER | 5u) /* full_crc32, 16 KiB */
 
 struct host {
@@ -41,6 +43,7 @@ struct host {
 	struct synlog l;
 	uint64_t written;            /* LSN the log file holds up to */
 	uint64_t clock_ns;
+	pthread_mutex_t lines_lock;  /* the store logs from its own threads too */
 	char lines[64][512];
 	int nlines;
 	struct ppl_store *s;
@@ -50,8 +53,10 @@ static void on_log(void *arg, enum ppl_log_level level, const char *func, int li
 {
 	struct host *h = arg;
 	(void)line;
+	pthread_mutex_lock(&h->lines_lock);
 	if (h->nlines < 64)
 		snprintf(h->lines[h->nlines++], sizeof h->lines[0], "%s %s: %s", ppl_log_level_name(level), func, msg);
+	pthread_mutex_unlock(&h->lines_lock);
 	if (level <= PPL_LOG_WARN)
 		printf("  store: %s %s: %s\n", ppl_log_level_name(level), func, msg);
 }
@@ -61,12 +66,14 @@ static uint64_t clock_of(void *arg)
 	return ((struct host *)arg)->clock_ns;
 }
 
-static bool logged(const struct host *h, const char *needle)
+static bool logged(struct host *h, const char *needle)
 {
-	for (int i = 0; i < h->nlines; i++)
-		if (strstr(h->lines[i], needle))
-			return true;
-	return false;
+	bool found = false;
+	pthread_mutex_lock(&h->lines_lock);
+	for (int i = 0; i < h->nlines && !found; i++)
+		found = strstr(h->lines[i], needle) != NULL;
+	pthread_mutex_unlock(&h->lines_lock);
+	return found;
 }
 
 static uint64_t ino_of(const char *path)
@@ -182,6 +189,7 @@ static int host_read(struct host *h, uint32_t page_no, uint8_t *out)
 static void host_make(struct host *h)
 {
 	memset(h, 0, sizeof *h);
+	pthread_mutex_init(&h->lines_lock, NULL);
 	snprintf(h->dir, sizeof h->dir, "/tmp/ppl-test-store-XXXXXX");
 	CHECK(mkdtemp(h->dir) != NULL);
 	char p[300];
@@ -190,7 +198,7 @@ static void host_make(struct host *h)
 	snprintf(p, sizeof p, "%s/ibdata1", h->dir);
 	make_space(p, 0, 8);
 	snprintf(h->ibd_path, sizeof h->ibd_path, "%s/test/t1.ibd", h->dir);
-	make_space(h->ibd_path, SPACE, 8);
+	make_space(h->ibd_path, SPACE, NPAGES);
 	syn_init(&h->l, 1 << 20, FIRST_LSN);
 	snprintf(h->log_path, sizeof h->log_path, "%s/ib_logfile0", h->dir);
 	write_file(h->log_path, h->l.file, h->l.size, 0);
@@ -207,16 +215,18 @@ static void host_make(struct host *h)
 /* The store over the host's files, as an export starts: elision on (its
  * pool opened, doublewrite slots checked, records put back), then ingest
  * from the log file's checkpoint. */
-static void host_start(struct host *h)
+static void host_start_threads(struct host *h, unsigned apply_threads)
 {
 	char err[512];
+	pthread_mutex_lock(&h->lines_lock);
 	h->nlines = 0;
+	pthread_mutex_unlock(&h->lines_lock);
 	h->clock_ns = 1000000000000ull;
 	struct ppl_store_env env = {.log = {.log = on_log, .arg = h}, .now_ns = clock_of, .clock_arg = h};
 	h->s = ppl_store_new(h->dir, &env);
 	CHECK(h->s != NULL);
 	struct ppl_config c = {.pool_path = h->pool_path, .block_size = 64, .max_per_page = 256,
-			       .apply_threads = 0, .elision_address = "127.0.0.1", .elision_port = 0,
+			       .apply_threads = apply_threads, .elision_address = "127.0.0.1", .elision_port = 0,
 			       .elision_clients = "127.0.0.1", .elision_token = "t"};
 	int rc = ppl_store_start_elision(h->s, &c, err, sizeof err);
 	if (rc)
@@ -224,6 +234,11 @@ static void host_start(struct host *h)
 	CHECK(rc == 0);
 	ppl_store_start_from_disk(h->s);
 	h->clock_ns += 60ull * 1000000000ull; /* past every start-up window */
+}
+
+static void host_start(struct host *h)
+{
+	host_start_threads(h, 0);
 }
 
 static void host_open(struct host *h)
@@ -371,10 +386,79 @@ static void test_pool_survives_a_crash(void)
 	host_close(&h);
 }
 
+/* MariaDB's page reads while it writes its log, asks, and checkpoints,
+ * with the store's apply workers running: every page read is a whole,
+ * valid page (materialization and reads of a page never overlap), and at
+ * the end every page reads as MariaDB last wrote it. Run under
+ * ThreadSanitizer in the suite. */
+struct reader_arg {
+	struct host *h;
+	int stop;
+	unsigned reads, seed;
+};
+
+static void *reader(void *arg)
+{
+	struct reader_arg *a = arg;
+	uint8_t *got = malloc(PS);
+	while (!__atomic_load_n(&a->stop, __ATOMIC_ACQUIRE)) {
+		a->seed = a->seed * 1103515245u + 12345u;
+		uint32_t p = 1 + (a->seed >> 8) % (NPAGES - 1);
+		CHECK_EQ_U(host_read(a->h, p, got), 0);
+		CHECK(ppl_page_crc_ok(got, PS));
+		CHECK_EQ_U(ppl_page_no(got), p);
+		a->reads++;
+	}
+	free(got);
+	return NULL;
+}
+
+static void test_concurrent_reads_and_gate(void)
+{
+	static struct host h;
+	static uint8_t images[NPAGES][PS], got[PS];
+	host_make(&h);
+	host_start_threads(&h, 2);
+	for (uint32_t p = 1; p < NPAGES; p++)
+		read_file(h.ibd_path, images[p], PS, (off_t)p * PS);
+	struct reader_arg ra[2] = {{.h = &h, .seed = 1}, {.h = &h, .seed = 2}};
+	pthread_t t[2];
+	for (int i = 0; i < 2; i++)
+		CHECK(pthread_create(&t[i], NULL, reader, &ra[i]) == 0);
+	unsigned acks = 0;
+	for (unsigned round = 0; round < 12; round++) {
+		for (uint32_t p = 1; p < NPAGES; p++)
+			change(&h, p, 100 + (round * 997 + p * 131) % 15000, (uint8_t)(round * 16 + p), 60 + p % 5 * 20,
+			       images[p]);
+		flush_log(&h);
+		for (uint32_t p = 1; p < NPAGES; p++)
+			acks += ask(&h, p, images[p], PS) == PPL_ELIDE_ACK;
+		CHECK_EQ_U(checkpoint(&h, h.l.lsn), 0);
+	}
+	for (int i = 0; i < 2; i++) {
+		__atomic_store_n(&ra[i].stop, 1, __ATOMIC_RELEASE);
+		pthread_join(t[i], NULL);
+	}
+	CHECK_EQ_U(acks, 12 * (NPAGES - 1));
+	CHECK(ra[0].reads > 0 && ra[1].reads > 0);
+	struct ppl_store_figures f;
+	ppl_store_figures(h.s, &f);
+	CHECK(f.materialized > 0 && f.pool_kept > 0);
+	for (uint32_t p = 1; p < NPAGES; p++) {
+		CHECK_EQ_U(host_read(&h, p, got), 0);
+		CHECK(memcmp(got, images[p], PS) == 0);
+	}
+	CHECK(!logged(&h, "CRIT"));
+	printf("concurrent: %u + %u reads, %u acks, %llu materialized, %llu kept in the pool\n", ra[0].reads,
+	       ra[1].reads, acks, (unsigned long long)f.materialized, (unsigned long long)f.pool_kept);
+	host_close(&h);
+}
+
 int main(void)
 {
 	test_elide_and_read();
 	test_gate_settles_then_materializes();
 	test_pool_survives_a_crash();
+	test_concurrent_reads_and_gate();
 	CHECK_DONE();
 }
