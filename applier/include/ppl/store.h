@@ -1,22 +1,82 @@
-/* The storage engine (applier/'s ppl_node) attached to one export: redo
- * ingest from writes to ib_logfile0, pages rebuilt on read, full page
- * writes taken as new bases. The hooks (ppl_hooks.c) call it; it reads the
- * log and ibdata1 directly from the export's directory on local disk (the
- * VFS sub-FSAL's files; MariaDB's datadir may be a directory inside the
- * export, found by the log file's inode) when it needs what was written
- * before it started.
+/* The store: the storage node's engine for one export. It follows
+ * MariaDB's redo log as it is written, answers elision questions, serves
+ * page reads rebuilt from the data file and the log, keeps elided pages'
+ * records durable (the pmem pool, or the data file through a doublewrite
+ * slot) before MariaDB's checkpoint passes them, and survives its own
+ * crash. It knows nothing of NFS: its inputs are file identities (inode
+ * numbers), offsets and iovecs, and it reads and writes the export's files
+ * on the local file system itself.
  *
- * With elision on, pages whose writes were elided are materialized
- * (through the pool's doublewrite slots) before MariaDB's checkpoint may
- * pass their records, or their records are kept in the pool's per-page
- * logs while they fit (settle()); background workers do the same ahead
- * of the checkpoints and clean the pool.
+ * NOTES
  *
- * Redo coverage (DESIGN I7, ARCHITECTURE.md): reads are served rebuilt
- * only for pages this node may have elided; a page write supersedes every
- * record parsed before it; a page file removed, replaced or truncated to
- * nothing drops its space's records; a log written from its first byte is
- * a copy, not MariaDB's log writes, and ingest waits for MariaDB. */
+ * Using it. A host (the FSAL: ganesha-fsal-ppl/src/ppl_hooks.c; a test:
+ * tests/unit/test_store.c) does
+ *
+ *     s = ppl_store_new(export_dir, &env);          logger, thread hook, clock
+ *     ppl_store_start_elision(s, &cfg, err, len);   if elision is on (a pool)
+ *     ppl_store_start_from_disk(s);                 a log already there (I6)
+ *
+ * then brackets every operation on the export's files:
+ *
+ *     log write:   ppl_store_write_begin(is_log) -> write the file ->
+ *                  ppl_store_log_write -> ppl_store_write_end
+ *     page write:  ppl_store_write_begin -> write -> ppl_store_write -> _end
+ *     page read:   ppl_store_read_begin -> read -> ppl_store_read -> _end
+ *     removal, rename, truncation: ppl_store_file_gone / _file_leaving,
+ *                  ppl_store_log_gone / _log_replaced
+ *
+ * and ppl_store_free at the end (a clean stop: every elided page is
+ * written into its file). ppl_store_write_begin of a checkpoint block is
+ * the checkpoint gate: a non-zero return must fail that WRITE (I3).
+ *
+ * Threads. The host's threads call in concurrently; the store adds the
+ * elision service's threads (applier/src/elision_server.c), Apply_Threads
+ * workers (settle pages ahead of checkpoints, clean the pool) and
+ * liburcu's call_rcu thread. Every thread that calls in is an RCU reader
+ * (urcu-bp registers it): the published node is freed only after a grace
+ * period.
+ *
+ * Locks, in the order they may be taken (never the other way):
+ *     order_lock -> log_lock          a log write, begin to end; then ingest
+ *     gate_lock  -> stripe_lock       one gate or materialization pass; one page
+ *     elided_lock, work_lock          leaves: nothing is taken under them
+ * log_lock and gate_lock are never held together: the gate parses under
+ * log_lock, lets it go, then takes gate_lock. The node's rwlock and the
+ * pool's locks are below all of these.
+ *
+ * Ingest states (fields of struct ppl_store in store.c: building,
+ * started, held, suspect_upto, stopped, copying, gate_all), and the
+ * function of each transition:
+ *
+ *   NONE ---- make_node (start_from_disk, or the first log write) ----> BUILDING
+ *   BUILDING -- start_ingest: parse from the log file's checkpoint ----> STARTED
+ *   BUILDING -- start_ingest(TO_END) after a restart: feed_to_end -----> HELD TAIL
+ *   HELD TAIL -- MariaDB's writes parse past it (after_restart_parse),
+ *                or a quiet log plus a durable mark (hold_wait) -------> STARTED
+ *   STARTED, HELD TAIL -- the server vouches for log past a stall
+ *                (stop_ingest) ----------------------------------------> STOPPED
+ *   any ------ detach: the log replaced, removed, copied in, or another
+ *              datadir's log after this one went quiet ----------------> NONE
+ *   NONE ----- a log write from its first byte (ppl_store_log_write) --> COPYING
+ *   COPYING -- MariaDB's checkpoint block, or a write behind the copy -> BUILDING
+ *
+ *   STARTED: every log write parsed before its WRITE is answered.
+ *   HELD TAIL: the log file's last bytes after a restart are not known to
+ *     be final; a read of a page they touch waits until they are parsed.
+ *   SUSPECT (suspect_upto != 0, with HELD TAIL): every page with records
+ *     counts as elided (mark_suspect): the previous run's answers are lost.
+ *   STOPPED: nothing more is parsed or elided; pages parsed before are
+ *     still rebuilt, later ones served as the files hold them.
+ *   GATE-ALL (gate_all): the elided set ran out of memory; every page with
+ *     records counts as elided until the next detach.
+ *
+ * Invariants I1-I7 (ARCHITECTURE.md, "The invariants"): the checkpoint
+ * gate keeps I3; ppl_store_elide parses up to the page's LSN before it
+ * answers (I2) and says yes only for the exact image (I1, I4);
+ * materialization goes through a doublewrite slot (I5); load_pool and the
+ * held tail serve after a restart what was served before (I6); reads are
+ * rebuilt only for pages this store may have elided, and a page or file
+ * the log no longer describes drops its records (I7). */
 #ifndef PPL_STORE_H
 #define PPL_STORE_H
 
