@@ -158,7 +158,8 @@ static bool elided_has(struct ppl_store *e, uint64_t key);
 static bool served_rebuilt(struct ppl_store *e, uint32_t space, uint32_t page_no);
 static bool holds_space(struct ppl_store *e, uint64_t fileid, uint32_t space);
 static bool held_has(struct ppl_store *e, uint64_t key);
-static int with_page(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, bool to_disk);
+static int settle_page(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no);
+static int materialize_page(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no);
 static void detach(struct ppl_store *e, const char *why);
 static void write_back_pool(struct ppl_store *e);
 static size_t elided_drop_space(struct ppl_store *e, uint32_t space);
@@ -1453,7 +1454,7 @@ static void partial_pages(struct ppl_store *e, uint64_t fileid, uint64_t off, si
 			continue; /* covered whole: a page write (write_pages) */
 		if (before) {
 			if (served_rebuilt(e, space, (uint32_t)pg))
-				with_page(e, n, space, (uint32_t)pg, true);
+				materialize_page(e, n, space, (uint32_t)pg);
 		} else if (forget_page(e, n, space, (uint32_t)pg) &&
 			   __atomic_add_fetch(&e->partial_overwrites, 1, __ATOMIC_RELAXED) <= 16) {
 			SLOG(e, PPL_LOG_EVENT, "PPL: %s: page %" PRIu32 ":%" PRIu64 " was partly overwritten (%zu B at "
@@ -1979,17 +1980,32 @@ static int settle(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint3
 	return 0;
 }
 
-/* settle() or materialize() with the page's stripe held. */
-static int with_page(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, bool to_disk)
+typedef int (*page_op)(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t ino);
+
+/* op with the page's stripe held. */
+static int claimed(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, page_op op)
 {
 	unsigned s;
 	uint64_t ino;
-	int claimed = page_claim(e, n, space, page_no, &s, &ino);
-	if (claimed != 0)
-		return claimed < 0 ? -1 : 0; /* a dropped space needs nothing more */
-	int rc = to_disk ? materialize(e, n, space, page_no, ino) : settle(e, n, space, page_no, ino);
+	int c = page_claim(e, n, space, page_no, &s, &ino);
+	if (c != 0)
+		return c < 0 ? -1 : 0; /* a dropped space needs nothing more */
+	int rc = op(e, n, space, page_no, ino);
 	page_release(e, s);
 	return rc;
+}
+
+/* The page's records durable somewhere the log's wrap cannot reach: the
+ * pool while they fit under the per-page cap, else its data file. */
+static int settle_page(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no)
+{
+	return claimed(e, n, space, page_no, settle);
+}
+
+/* The page written into its data file (through a doublewrite slot). */
+static int materialize_page(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no)
+{
+	return claimed(e, n, space, page_no, materialize);
 }
 
 static unsigned key_part(uint64_t key, unsigned nparts)
@@ -2074,7 +2090,7 @@ static int gate(struct ppl_store *e, struct ppl_node *n, uint64_t ckpt, uint64_t
 	ppl_node_for_each_page(n, collect_due, &d);
 	int rc = d.l.incomplete ? ENOMEM : 0; /* never pass a page it could not list */
 	for (size_t i = 0; i < d.l.n && rc == 0; i++)
-		if (with_page(e, n, (uint32_t)(d.l.keys[i] >> 32), (uint32_t)d.l.keys[i], false) != 0 &&
+		if (settle_page(e, n, (uint32_t)(d.l.keys[i] >> 32), (uint32_t)d.l.keys[i]) != 0 &&
 		    elided_has(e, d.l.keys[i]))
 			rc = EIO; /* an acknowledged page: the checkpoint must not pass it */
 	free(d.l.keys);
@@ -2105,7 +2121,7 @@ static size_t materialize_due(struct ppl_store *e, struct ppl_node *n, struct du
 	ppl_node_for_each_page(n, collect_due, d);
 	size_t failed = 0;
 	for (size_t i = 0; i < d->l.n; i++)
-		if (with_page(e, n, (uint32_t)(d->l.keys[i] >> 32), (uint32_t)d->l.keys[i], true) != 0)
+		if (materialize_page(e, n, (uint32_t)(d->l.keys[i] >> 32), (uint32_t)d->l.keys[i]) != 0)
 			failed++;
 	pthread_mutex_unlock(&e->gate_lock);
 	return failed;
@@ -2180,7 +2196,7 @@ static void write_back_pool(struct ppl_store *e)
 			ppl_pool_reclaim(e->pool, l.space, l.page_no, UINT64_MAX); /* the file holds it */
 			continue;
 		}
-		if (with_page(e, tmp, l.space, l.page_no, true) == 0)
+		if (materialize_page(e, tmp, l.space, l.page_no) == 0)
 			written++;
 		else
 			failed++;
@@ -2223,7 +2239,7 @@ static void clean_pool(struct ppl_store *e, struct ppl_node *n, unsigned idx)
 			if (key_part(key, e->nworkers) != idx)
 				continue;
 			mine++;
-			if (with_page(e, n, refs[i].space, refs[i].page_no, true) == 0)
+			if (materialize_page(e, n, refs[i].space, refs[i].page_no) == 0)
 				done++;
 		}
 		if (mine == 0)
@@ -2247,7 +2263,7 @@ static void settle_ahead(struct ppl_store *e, struct ppl_node *n, unsigned idx)
 	struct due d = { .e = e, .upto = parsed - lag, .part = idx, .nparts = e->nworkers };
 	ppl_node_for_each_page(n, collect_due, &d);
 	for (size_t i = 0; i < d.l.n && !e->work_stop; i++)
-		if (with_page(e, n, (uint32_t)(d.l.keys[i] >> 32), (uint32_t)d.l.keys[i], false) == 0)
+		if (settle_page(e, n, (uint32_t)(d.l.keys[i] >> 32), (uint32_t)d.l.keys[i]) == 0)
 			__atomic_add_fetch(&e->ahead, 1, __ATOMIC_RELAXED);
 	free(d.l.keys);
 }
