@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 
 #include "ppl/elision_proto.h"
@@ -77,6 +78,11 @@ struct ppl_node {
 	struct ppl_node_config cfg;
 	pthread_rwlock_t lock;
 	struct ppl_redo_reader *reader;
+	/* The parse point, published after every step of the reader, for
+	 * readers without the lock and for ppl_node_wait_parsed(). */
+	uint64_t parsed;        /* atomic */
+	pthread_mutex_t parsed_lock;
+	pthread_cond_t parsed_cond;
 	uint64_t log_size;
 	char err[512];
 
@@ -260,6 +266,12 @@ struct ppl_node *ppl_node_new(const struct ppl_node_config *cfg)
 	if (!n->cfg.page_size)
 		n->cfg.page_size = 16384;
 	pthread_rwlock_init(&n->lock, NULL);
+	pthread_mutex_init(&n->parsed_lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&n->parsed_cond, &ca);
+	pthread_condattr_destroy(&ca);
 	n->ev_tail = &n->ev_head;
 	return n;
 }
@@ -285,6 +297,8 @@ void ppl_node_free(struct ppl_node *n)
 	free(n->touched);
 	ppl_redo_reader_free(n->reader);
 	pthread_rwlock_destroy(&n->lock);
+	pthread_mutex_destroy(&n->parsed_lock);
+	pthread_cond_destroy(&n->parsed_cond);
 	free(n);
 }
 
@@ -491,6 +505,8 @@ oom:
 	return -1;
 }
 
+static void publish_parsed(struct ppl_node *n);
+
 int ppl_node_log_open(struct ppl_node *n, uint64_t file_size)
 {
 	struct ppl_redo_sink sink = {.arg = n, .on_mtr = on_mtr};
@@ -499,6 +515,7 @@ int ppl_node_log_open(struct ppl_node *n, uint64_t file_size)
 	n->reader = ppl_redo_reader_new(&ppl_dialect_mariadb_10_8, file_size,
 					n->cfg.log_is_file_image ? PPL_REDO_FILE_IMAGE : PPL_REDO_WRITES, &sink);
 	n->log_size = file_size;
+	publish_parsed(n);
 	pthread_rwlock_unlock(&n->lock);
 	if (!n->reader) {
 		snprintf(n->err, sizeof n->err, "a %llu-byte file cannot be a redo log", (unsigned long long)file_size);
@@ -523,6 +540,18 @@ static void deliver_events(struct ppl_node *n)
 	}
 }
 
+/* Called with n->lock held for writing, after the reader moved. */
+static void publish_parsed(struct ppl_node *n)
+{
+	uint64_t lsn = n->reader ? ppl_redo_lsn(n->reader) : 0;
+	if (lsn == __atomic_load_n(&n->parsed, __ATOMIC_RELAXED))
+		return;
+	pthread_mutex_lock(&n->parsed_lock);
+	__atomic_store_n(&n->parsed, lsn, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&n->parsed_cond);
+	pthread_mutex_unlock(&n->parsed_lock);
+}
+
 int ppl_node_log_write(struct ppl_node *n, uint64_t off, const void *buf, size_t len)
 {
 	if (!n->reader) {
@@ -531,6 +560,7 @@ int ppl_node_log_write(struct ppl_node *n, uint64_t off, const void *buf, size_t
 	}
 	pthread_rwlock_wrlock(&n->lock);
 	int r = ppl_redo_feed(n->reader, off, buf, len);
+	publish_parsed(n);
 	n->st.log_bytes += len;
 	if (r && !n->fail)
 		snprintf(n->err, sizeof n->err, "%s", ppl_redo_error(n->reader));
@@ -545,6 +575,7 @@ int ppl_node_log_hold(struct ppl_node *n, uint64_t off, const void *buf, size_t 
 		return -1;
 	pthread_rwlock_wrlock(&n->lock);
 	int r = ppl_redo_hold(n->reader, off, buf, len);
+	publish_parsed(n);
 	if (r && !n->fail)
 		snprintf(n->err, sizeof n->err, "%s", ppl_redo_error(n->reader));
 	pthread_rwlock_unlock(&n->lock);
@@ -558,6 +589,7 @@ int ppl_node_log_durable(struct ppl_node *n, uint64_t lsn)
 		return -1;
 	pthread_rwlock_wrlock(&n->lock);
 	int r = ppl_redo_durable(n->reader, lsn);
+	publish_parsed(n);
 	if (r && !n->fail)
 		snprintf(n->err, sizeof n->err, "%s", ppl_redo_error(n->reader));
 	pthread_rwlock_unlock(&n->lock);
@@ -571,6 +603,7 @@ int ppl_node_log_live(struct ppl_node *n)
 		return -1;
 	pthread_rwlock_wrlock(&n->lock);
 	int r = ppl_redo_go_live(n->reader);
+	publish_parsed(n);
 	pthread_rwlock_unlock(&n->lock);
 	return r;
 }
@@ -579,6 +612,7 @@ int ppl_node_log_start(struct ppl_node *n, uint64_t lsn)
 {
 	pthread_rwlock_wrlock(&n->lock);
 	int r = n->reader ? ppl_redo_start_at(n->reader, lsn) : -1;
+	publish_parsed(n);
 	pthread_rwlock_unlock(&n->lock);
 	if (r)
 		snprintf(n->err, sizeof n->err, "cannot start the log at LSN %llu (no header yet, or before the log's first LSN)",
@@ -596,7 +630,24 @@ int ppl_node_log_finish(struct ppl_node *n)
 	return r;
 }
 
-uint64_t ppl_node_parsed_lsn(const struct ppl_node *n) { return n->reader ? ppl_redo_lsn(n->reader) : 0; }
+uint64_t ppl_node_parsed_lsn(const struct ppl_node *n) { return __atomic_load_n(&n->parsed, __ATOMIC_ACQUIRE); }
+
+bool ppl_node_wait_parsed(struct ppl_node *n, uint64_t lsn, uint64_t timeout_ns)
+{
+	if (ppl_node_parsed_lsn(n) >= lsn)
+		return true;
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	uint64_t ns = (uint64_t)t.tv_nsec + timeout_ns % 1000000000ull;
+	t.tv_sec += (time_t)(timeout_ns / 1000000000ull + ns / 1000000000ull);
+	t.tv_nsec = (long)(ns % 1000000000ull);
+	pthread_mutex_lock(&n->parsed_lock);
+	int rc = 0;
+	while (__atomic_load_n(&n->parsed, __ATOMIC_ACQUIRE) < lsn && rc == 0)
+		rc = pthread_cond_timedwait(&n->parsed_cond, &n->parsed_lock, &t);
+	pthread_mutex_unlock(&n->parsed_lock);
+	return ppl_node_parsed_lsn(n) >= lsn;
+}
 const struct ppl_redo_reader *ppl_node_reader(const struct ppl_node *n) { return n->reader; }
 const char *ppl_node_error(const struct ppl_node *n) { return n->err; }
 

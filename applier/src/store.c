@@ -1202,6 +1202,7 @@ static void on_file(void *arg, const struct ppl_node_file_event *ev)
  * rather than an old page. */
 #define HOLD_QUIET_NS (2 * 1000000000ull)
 #define HOLD_MAX_NS (20 * 1000000000ull)
+#define HOLD_SLICE_NS (50 * 1000000ull)
 static int hold_wait(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no)
 {
 	if (!__atomic_load_n(&e->held, __ATOMIC_ACQUIRE))
@@ -1212,7 +1213,9 @@ static int hold_wait(struct ppl_store *e, struct ppl_node *n, uint32_t space, ui
 		return 0;
 	__atomic_add_fetch(&e->held_waits, 1, __ATOMIC_RELAXED);
 	uint64_t t0 = now_ns(e);
-	while (ppl_node_parsed_lsn(n) < h->lsn && !e->stopped) {
+	/* Woken by the parse as soon as it passes the page's records; the
+	 * slice only bounds how late a quiet log or the limit is noticed. */
+	while (!ppl_node_wait_parsed(n, h->lsn, HOLD_SLICE_NS) && !e->stopped) {
 		uint64_t now = now_ns(e), since = __atomic_load_n(&e->last_log_write_ns, __ATOMIC_RELAXED);
 		uint64_t restart = __atomic_load_n(&e->restart_ns, __ATOMIC_RELAXED);
 		since = since > restart ? since : restart;
@@ -1237,8 +1240,6 @@ static int hold_wait(struct ppl_store *e, struct ppl_node *n, uint32_t space, ui
 				ppl_node_parsed_lsn(n), HOLD_MAX_NS / 1000000000ull);
 			return EIO;
 		}
-		struct timespec ts = { 0, 2 * 1000 * 1000 };
-		nanosleep(&ts, NULL);
 	}
 	if (ppl_node_parsed_lsn(n) >= e->held_max)
 		__atomic_store_n(&e->held, false, __ATOMIC_RELEASE);

@@ -35,6 +35,7 @@
 #define FIRST_LSN 12288u
 #define SPACE 5u
 #define NPAGES 32u
+#define START_NS 1000000000000ull /* the injected clock at a store's start */
 #define FLAGS (PPL_FSP_FLAGS_FCRC32_MASK_MARKER | 5u) /* full_crc32, 16 KiB */
 
 struct host {
@@ -63,7 +64,7 @@ static void on_log(void *arg, enum ppl_log_level level, const char *func, int li
 
 static uint64_t clock_of(void *arg)
 {
-	return ((struct host *)arg)->clock_ns;
+	return __atomic_load_n(&((struct host *)arg)->clock_ns, __ATOMIC_RELAXED);
 }
 
 static bool logged(struct host *h, const char *needle)
@@ -221,7 +222,7 @@ static void host_start_threads(struct host *h, unsigned apply_threads)
 	pthread_mutex_lock(&h->lines_lock);
 	h->nlines = 0;
 	pthread_mutex_unlock(&h->lines_lock);
-	h->clock_ns = 1000000000000ull;
+	h->clock_ns = START_NS;
 	struct ppl_store_env env = {.log = {.log = on_log, .arg = h}, .now_ns = clock_of, .clock_arg = h};
 	h->s = ppl_store_new(h->dir, &env);
 	CHECK(h->s != NULL);
@@ -454,11 +455,94 @@ static void test_concurrent_reads_and_gate(void)
 	host_close(&h);
 }
 
+/* A storage-node restart whose log file ends in records of an elided
+ * page: those last bytes are held (not known to be final), and a read of
+ * the page waits until the parse passes them, woken by MariaDB's next log
+ * writes. Then, after another restart, a log that stays quiet is taken as
+ * it stands (the injected clock jumps past the quiet time). */
+struct held_read {
+	struct host *h;
+	uint32_t page;
+	uint8_t *out;
+	int rc, done;
+};
+
+static void *held_reader(void *arg)
+{
+	struct held_read *a = arg;
+	a->rc = host_read(a->h, a->page, a->out);
+	__atomic_store_n(&a->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* The child: a store that elides one change of `page` and dies. */
+static void crash_after_eliding(struct host *h, uint32_t page, uint32_t at, uint8_t fill, size_t len, uint8_t *image)
+{
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		host_start(h);
+		change(h, page, at, fill, len, image);
+		flush_log(h);
+		_exit(ask(h, page, image, PS) == PPL_ELIDE_ACK && check_failures == 0 ? 0 : 1);
+	}
+	int status = 0;
+	CHECK(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	change(h, page, at, fill, len, image); /* the same, in this process's copy */
+	h->written = h->l.lsn;
+}
+
+static void test_held_tail_after_restart(void)
+{
+	static struct host h;
+	static uint8_t image[PS], got[PS];
+	host_make(&h);
+	read_file(h.ibd_path, image, PS, 3 * PS);
+	crash_after_eliding(&h, 3, 300, 0x41, 32, image);
+
+	/* restart; a read just after it waits for MariaDB's next log write */
+	host_start(&h);
+	h.clock_ns = START_NS + 500000000ull;
+	struct held_read a = {.h = &h, .page = 3, .out = got};
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, held_reader, &a) == 0);
+	usleep(200 * 1000);
+	CHECK(!__atomic_load_n(&a.done, __ATOMIC_ACQUIRE)); /* waiting, not served older */
+	static uint8_t p4[PS];
+	read_file(h.ibd_path, p4, PS, 4 * PS);
+	change(&h, 4, 100, 0x42, 500, p4);
+	flush_log(&h); /* a lone block: final only once a write starts past it */
+	change(&h, 4, 1000, 0x44, 500, p4);
+	flush_log(&h);
+	pthread_join(t, NULL);
+	CHECK_EQ_U(a.rc, 0);
+	CHECK(memcmp(got, image, PS) == 0);
+	ppl_store_free(h.s);
+
+	/* another crash and restart, and the log stays quiet: the read is
+	 * served once the quiet time has passed on the store's clock */
+	crash_after_eliding(&h, 3, 900, 0x43, 16, image);
+	host_start(&h);
+	h.clock_ns = START_NS + 500000000ull;
+	a = (struct held_read){.h = &h, .page = 3, .out = got};
+	CHECK(pthread_create(&t, NULL, held_reader, &a) == 0);
+	usleep(200 * 1000);
+	CHECK(!__atomic_load_n(&a.done, __ATOMIC_ACQUIRE));
+	__atomic_add_fetch(&h.clock_ns, 5ull * 1000000000ull, __ATOMIC_RELAXED);
+	pthread_join(t, NULL);
+	CHECK_EQ_U(a.rc, 0);
+	CHECK(memcmp(got, image, PS) == 0);
+	CHECK(!logged(&h, "CRIT"));
+	host_close(&h);
+}
+
 int main(void)
 {
 	test_elide_and_read();
 	test_gate_settles_then_materializes();
 	test_pool_survives_a_crash();
 	test_concurrent_reads_and_gate();
+	test_held_tail_after_restart();
 	CHECK_DONE();
 }

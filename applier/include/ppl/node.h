@@ -71,6 +71,9 @@ int ppl_node_log_start(struct ppl_node *n, uint64_t lsn);
 /* No more log will come (batch use). */
 int ppl_node_log_finish(struct ppl_node *n);
 uint64_t ppl_node_parsed_lsn(const struct ppl_node *n);
+/* Waits until the log is parsed up to lsn, or timeout_ns of real time
+ * passed; whether it is. Woken by every step of the parse, never polled. */
+bool ppl_node_wait_parsed(struct ppl_node *n, uint64_t lsn, uint64_t timeout_ns);
 const struct ppl_redo_reader *ppl_node_reader(const struct ppl_node *n);
 const char *ppl_node_error(const struct ppl_node *n);
 
