@@ -54,19 +54,8 @@ struct ppl_elision_server {
 	struct ppl_elision_server_stats stats;
 };
 
-static void slog(struct ppl_elision_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void slog(struct ppl_elision_server *s, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	if (s->cfg.log)
-		s->cfg.log(s->cfg.log_arg, msg);
-	else
-		fprintf(stderr, "elision server: %s\n", msg);
-}
+/* Every message says which part speaks: the host's log has many. */
+#define slog(s, fmt, ...) PPL_LOG(&(s)->cfg.log, PPL_LOG_WARN, "elision service: " fmt, __VA_ARGS__)
 
 static void errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void errf(char *err, size_t errlen, const char *fmt, ...)
@@ -431,7 +420,7 @@ static void *listener_main(void *arg)
 		}
 		if (pthread_create(&c->thread, NULL, conn_main, c) != 0) {
 			pthread_mutex_unlock(&s->lock);
-			slog(s, "cannot start a connection thread: closing the connection");
+			slog(s, "%s", "cannot start a connection thread: closing the connection");
 			close(fd);
 			free(c);
 			continue;

@@ -107,17 +107,7 @@ struct ppl_node {
 	int fail;
 };
 
-static void say(struct ppl_node *n, const char *fmt, ...)
-{
-	if (!n->cfg.log)
-		return;
-	char buf[600];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
-	va_end(ap);
-	n->cfg.log(n->cfg.log_arg, buf);
-}
+#define say(n, ...) PPL_LOG(&(n)->cfg.log, PPL_LOG_EVENT, __VA_ARGS__)
 
 static uint64_t key_of(uint32_t space, uint32_t page) { return ((uint64_t)space << 32 | page) + 1; }
 static uint32_t key_space(uint64_t k) { return (uint32_t)((k - 1) >> 32); }

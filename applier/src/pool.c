@@ -35,17 +35,6 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 	return -1;
 }
 
-void pool_logf(struct ppl_pool *p, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-	if (p->opt.log == NULL)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	p->opt.log(p->opt.log_arg, msg);
-}
 
 uint32_t pool_head_crc(uint32_t space, uint32_t page_no, uint64_t base_lsn, uint32_t seq)
 {

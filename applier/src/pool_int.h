@@ -122,7 +122,8 @@ static inline uint32_t blk_payload_cap(const struct ppl_pool *p, uint32_t kind)
 }
 static inline const uint8_t *blk_ptr(const struct ppl_pool *p, uint32_t b) { return p->pm.base + blk_off(p, b); }
 
-void pool_logf(struct ppl_pool *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Recovery findings and damage, through the pool's logger. */
+#define pool_logf(p, ...) PPL_LOG(&(p)->opt.log, PPL_LOG_EVENT, __VA_ARGS__)
 uint32_t pool_head_crc(uint32_t space, uint32_t page_no, uint64_t base_lsn, uint32_t seq);
 uint32_t pool_rec_crc(uint32_t space, uint32_t page_no, const uint8_t *hdr, const uint8_t *bytes, size_t len);
 

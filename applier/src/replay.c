@@ -238,8 +238,11 @@ static void on_file(void *arg, const struct ppl_node_file_event *e)
 	}
 }
 
-static void log_note(void *arg, const char *msg)
+static void log_note(void *arg, enum ppl_log_level level, const char *func, int line, const char *msg)
 {
+	(void)level;
+	(void)func;
+	(void)line;
 	note(arg, "%s", msg);
 }
 
@@ -825,7 +828,7 @@ int ppl_replay_datadir(const struct ppl_replay_opts *o, struct ppl_replay_result
 	}
 	c.streaming = o->stream;
 	struct ppl_node_config nc = {.page_size = c.page_size, .log_is_file_image = true,
-				     .log = log_note, .log_arg = &c};
+				     .log = {.log = log_note, .arg = &c}};
 	if (c.streaming) {
 		nc.chunk_sink = stream_chunk;
 		nc.on_drop_space = stream_drop_space;

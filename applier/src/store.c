@@ -174,10 +174,23 @@ static struct ppl_node *node_of(struct ppl_store *e)
 	return __atomic_load_n(&e->node, __ATOMIC_ACQUIRE);
 }
 
-static void node_log(void *arg, const char *msg)
+/* The logger the store gives its parts (node, pool, elision service):
+ * their messages, under the datadir's name, to the host's logger. */
+static void part_log(void *arg, enum ppl_log_level level, const char *func, int line, const char *msg)
 {
 	struct ppl_store *e = arg;
-	SLOG(e, PPL_LOG_EVENT, "PPL: %s: %s", e->datadir, msg);
+	ppl_logf(&e->env.log, level, func, line, "PPL: %s: %s", e->datadir, msg);
+}
+
+static bool part_enabled(void *arg, enum ppl_log_level level)
+{
+	struct ppl_store *e = arg;
+	return !e->env.log.enabled || e->env.log.enabled(e->env.log.arg, level);
+}
+
+static struct ppl_logger part_logger(struct ppl_store *e)
+{
+	return (struct ppl_logger){.log = part_log, .enabled = part_enabled, .arg = e};
 }
 
 struct ppl_store *ppl_store_new(const char *datadir, const struct ppl_store_env *env)
@@ -382,7 +395,7 @@ static int make_node(struct ppl_store *e, bool from_file)
 		e->stopped = true;
 		return -1;
 	}
-	struct ppl_node_config c = { .page_size = ps, .log = node_log, .log_arg = e, .log_is_file_image = from_file };
+	struct ppl_node_config c = { .page_size = ps, .log = part_logger(e), .log_is_file_image = from_file };
 	struct ppl_node *n = ppl_node_new(&c);
 	if (n == NULL)
 		return -1;
@@ -2178,7 +2191,7 @@ static void write_back_pool(struct ppl_store *e)
 		free(k.keys);
 		return;
 	}
-	struct ppl_node_config c = { .page_size = e->page_size, .log = node_log, .log_arg = e };
+	struct ppl_node_config c = { .page_size = e->page_size, .log = part_logger(e) };
 	struct ppl_node *tmp = ppl_node_new(&c);
 	uint8_t *frame = aligned_alloc(4096, e->page_size);
 	size_t written = 0, failed = 0;
@@ -2402,17 +2415,6 @@ static unsigned decide(void *arg, const struct ppl_elision_page *pg)
 	return ppl_store_elide(arg, pg);
 }
 
-static void elision_log(void *arg, const char *msg)
-{
-	struct ppl_store *e = arg;
-	SLOG(e, PPL_LOG_WARN, "PPL: %s: elision service: %s", e->exportdir, msg);
-}
-
-static void pool_log(void *arg, const char *msg)
-{
-	struct ppl_store *e = arg;
-	SLOG(e, PPL_LOG_EVENT, "PPL: %s: %s", e->exportdir, msg);
-}
 
 /* The directory under the export that holds ib_logfile0 (by name: at
  * start nothing has been written yet), or the export. */
@@ -2451,8 +2453,7 @@ int ppl_store_start_elision(struct ppl_store *e, const struct ppl_config *c, cha
 		return -1;
 	struct ppl_pool_options o = { .identity = e->exportdir, .block_size = c->block_size,
 				      .max_per_page = c->max_per_page, .read_page = ppl_datadir_read_page,
-				      .write_page = ppl_datadir_write_page, .page_arg = e->dd, .log = pool_log,
-				      .log_arg = e };
+				      .write_page = ppl_datadir_write_page, .page_arg = e->dd, .log = part_logger(e) };
 	struct ppl_pool_recovery rec;
 	char perr[512];
 	if (ppl_pool_open(c->pool_path, &o, &e->pool, &rec, perr, sizeof(perr)) != 0) {
@@ -2478,7 +2479,7 @@ int ppl_store_start_elision(struct ppl_store *e, const struct ppl_config *c, cha
 		 rec.dw_unreadable + rec.dw_needs_restore);
 	struct ppl_elision_server_config sc = { .address = c->elision_address, .port = c->elision_port,
 						.token = c->elision_token, .allow = c->elision_clients,
-						.decide = decide, .decide_arg = e, .log = elision_log, .log_arg = e };
+						.decide = decide, .decide_arg = e, .log = part_logger(e) };
 	if (ppl_elision_server_start(&sc, &e->elision, err, errlen) != 0)
 		return -1;
 	start_workers(e, c->apply_threads);

@@ -87,9 +87,12 @@ static int parse(int argc, char **argv, struct args *a)
 	return 0;
 }
 
-static void log_stderr(void *arg, const char *msg)
+static void log_stderr(void *arg, enum ppl_log_level level, const char *func, int line, const char *msg)
 {
 	(void)arg;
+	(void)level;
+	(void)func;
+	(void)line;
 	fprintf(stderr, "%s\n", msg);
 }
 
@@ -129,7 +132,7 @@ static struct ppl_pool *open_ro(struct args *a, struct ppl_datadir *dd, struct p
 	char err[512];
 	struct ppl_pool *p;
 	struct ppl_pool_options o = { .identity = a->identity, .read_only = true, .index_wait = true,
-				      .log = quiet ? NULL : log_stderr };
+				      .log = {.log = quiet ? NULL : log_stderr} };
 	if (dd) {
 		o.read_page = ppl_datadir_read_page;
 		o.page_arg = dd;

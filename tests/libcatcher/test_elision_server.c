@@ -77,9 +77,12 @@ static unsigned decide(void *arg, const struct ppl_elision_page *p)
 	return p->page_no % 2 == 0 && p->page_size == 16384 ? PPL_ELIDE_ACK : PPL_ELIDE_NACK_LSN_BEHIND;
 }
 
-static void quiet(void *arg, const char *msg)
+static void quiet(void *arg, enum ppl_log_level level, const char *func, int line, const char *msg)
 {
 	(void)arg;
+	(void)level;
+	(void)func;
+	(void)line;
 	(void)msg;
 }
 
@@ -140,7 +143,7 @@ static void test_server(void)
 {
 	struct ppl_elision_server *s;
 	char err[256];
-	struct ppl_elision_server_config cfg = {.token = "tok", .decide = decide, .log = quiet};
+	struct ppl_elision_server_config cfg = {.token = "tok", .decide = decide, .log = {.log = quiet}};
 	CHECK(ppl_elision_server_start(&cfg, &s, err, sizeof err) == 0);
 	uint16_t port = ppl_elision_server_port(s);
 	CHECK(port != 0);

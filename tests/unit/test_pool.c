@@ -20,16 +20,19 @@
 static char path[256];
 static char logbuf[8192];
 
-static void logger(void *arg, const char *msg)
+static void logger(void *arg, enum ppl_log_level level, const char *func, int line, const char *msg)
 {
 	(void)arg;
+	(void)level;
+	(void)func;
+	(void)line;
 	size_t n = strlen(logbuf);
 	snprintf(logbuf + n, sizeof(logbuf) - n, "%s\n", msg);
 }
 
 static struct ppl_pool *open_pool(const char *identity, struct ppl_pool_recovery *rec)
 {
-	struct ppl_pool_options o = { .identity = identity, .log = logger };
+	struct ppl_pool_options o = { .identity = identity, .log = {.log = logger} };
 	struct ppl_pool *p = NULL;
 	char err[512];
 	if (ppl_pool_open(path, &o, &p, rec, err, sizeof(err)) != 0) {
@@ -460,7 +463,7 @@ static void test_doublewrite(void)
 {
 	CHECK(make(1 << 20) == 0);
 	struct ppl_pool_options o = { .identity = "/data/test", .read_page = dread, .write_page = dwrite,
-				      .log = logger };
+				      .log = {.log = logger} };
 	struct ppl_pool *p = NULL;
 	char err[256];
 	struct ppl_pool_recovery rec;

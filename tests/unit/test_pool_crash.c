@@ -322,9 +322,12 @@ static int dwrite(void *arg, uint32_t space, uint32_t page, const uint8_t *buf, 
 }
 
 static char logbuf[4096];
-static void logger(void *arg, const char *msg)
+static void logger(void *arg, enum ppl_log_level level, const char *func, int line, const char *msg)
 {
 	(void)arg;
+	(void)level;
+	(void)func;
+	(void)line;
 	size_t n = strlen(logbuf);
 	snprintf(logbuf + n, sizeof(logbuf) - n, "%s\n", msg);
 }
@@ -348,7 +351,7 @@ static void verify(const char *path, size_t crash, enum variant v)
 		acked += evs[i].type == EV_ACK;
 	const struct snap *before = &snaps[acked], *after = &snaps[acked + 1 < nsnaps ? acked + 1 : acked];
 	struct ppl_pool_options o = { .identity = "crash-test", .read_page = dread, .write_page = dwrite,
-				      .log = logger };
+				      .log = {.log = logger} };
 	struct ppl_pool *p = NULL;
 	struct ppl_pool_recovery rec;
 	char err[512];

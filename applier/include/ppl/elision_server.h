@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ppl/log.h"
+
 #include "ppl/elision_proto.h"
 
 struct ppl_elision_server;
@@ -50,10 +52,9 @@ struct ppl_elision_server_config {
 	unsigned max_inflight; /* pipelining depth advertised to clients; 0 = 256 */
 	ppl_elision_decide_fn decide;
 	void *decide_arg;
-	/* Where the server reports refused clients and protocol errors; NULL =
-	 * stderr. Called from server threads. */
-	void (*log)(void *arg, const char *msg);
-	void *log_arg;
+	/* Where the server reports refused clients and protocol errors (no
+	 * function: silent). Called from server threads. */
+	struct ppl_logger log;
 };
 
 struct ppl_elision_server_stats {

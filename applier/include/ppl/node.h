@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ppl/log.h"
 #include "ppl/page_apply.h"
 #include "ppl/redo.h"
 
@@ -34,10 +35,9 @@ struct ppl_node_config {
 			  uint64_t start_lsn, uint64_t end_lsn, const uint8_t *recs, size_t len);
 	void (*on_drop_space)(void *arg, uint32_t space);
 	void *sink_arg;
-	/* Notes about file-level records (FILE_DELETE, TRIM_PAGES, ...) and
-	 * errors; NULL = silent. */
-	void (*log)(void *arg, const char *msg);
-	void *log_arg;
+	/* Notes about file-level records (FILE_DELETE, TRIM_PAGES, ...),
+	 * divergences and errors; no function = silent. */
+	struct ppl_logger log;
 };
 
 struct ppl_node_stats {

@@ -32,6 +32,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ppl/log.h"
+
 struct ppl_pool;
 
 #define PPL_POOL_IDENTITY_MAX 127
@@ -77,8 +79,7 @@ struct ppl_pool_options {
 	ppl_pool_page_read_fn read_page;   /* NULL: doublewrite slots are kept, not restored */
 	ppl_pool_page_write_fn write_page;
 	void *page_arg;
-	void (*log)(void *arg, const char *msg); /* recovery findings and damage; NULL = silent */
-	void *log_arg;
+	struct ppl_logger log;       /* recovery findings and damage; no function = silent */
 	const struct ppl_pool_tracer *tracer;
 	bool index_wait;             /* build every index entry before returning (tools) */
 };
