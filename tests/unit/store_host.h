@@ -1,0 +1,275 @@
+/* The host a store runs under in the tests and the fuzz target
+ * (tests/unit/test_store.c, tests/fuzz/fuzz_store.c), in place of
+ * ganesha.nfsd's FSAL: it makes a synthetic datadir (16 KiB full_crc32
+ * pages; the log from redo_synth.h) and a pool, writes the files itself
+ * and calls the store around each write and read as the FSAL's hooks do,
+ * asks elision questions directly, injects the clock and collects the
+ * store's log lines. Header-only: each program has one host. */
+#ifndef PPL_TEST_STORE_HOST_H
+#define PPL_TEST_STORE_HOST_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "ppl/elision_proto.h"
+#include "ppl/log.h"
+#include "ppl/page.h"
+#include "ppl/pool.h"
+#include "ppl/store.h"
+#include "ppl/store_config.h"
+#include "redo_synth.h"
+
+#define PS 16384u
+#define FIRST_LSN 12288u
+#define SPACE 5u
+#define NPAGES 32u
+#define START_NS 1000000000000ull /* the injected clock at a store's start */
+#define FLAGS (PPL_FSP_FLAGS_FCRC32_MASK_MARKER | 5u) /* full_crc32, 16 KiB */
+
+struct host {
+	char dir[256], log_path[300], ibd_path[300], pool_path[300];
+	uint64_t log_ino, ibd_ino;
+	struct synlog l;
+	uint64_t written;            /* LSN the log file holds up to */
+	uint64_t clock_ns;
+	pthread_mutex_t lines_lock;  /* the store logs from its own threads too */
+	char lines[64][512];
+	int nlines;
+	struct ppl_store *s;
+};
+
+static inline void on_log(void *arg, enum ppl_log_level level, const char *func, int line, const char *msg)
+{
+	struct host *h = arg;
+	(void)line;
+	pthread_mutex_lock(&h->lines_lock);
+	if (h->nlines < 64)
+		snprintf(h->lines[h->nlines++], sizeof h->lines[0], "%s %s: %s", ppl_log_level_name(level), func, msg);
+	pthread_mutex_unlock(&h->lines_lock);
+	if (level <= PPL_LOG_WARN)
+		printf("  store: %s %s: %s\n", ppl_log_level_name(level), func, msg);
+}
+
+static inline uint64_t clock_of(void *arg)
+{
+	return __atomic_load_n(&((struct host *)arg)->clock_ns, __ATOMIC_RELAXED);
+}
+
+static inline bool logged(struct host *h, const char *needle)
+{
+	bool found = false;
+	pthread_mutex_lock(&h->lines_lock);
+	for (int i = 0; i < h->nlines && !found; i++)
+		found = strstr(h->lines[i], needle) != NULL;
+	pthread_mutex_unlock(&h->lines_lock);
+	return found;
+}
+
+static inline uint64_t ino_of(const char *path)
+{
+	struct stat st;
+	CHECK(stat(path, &st) == 0);
+	return (uint64_t)st.st_ino;
+}
+
+static inline void write_file(const char *path, const void *buf, size_t len, off_t off)
+{
+	int fd = open(path, O_WRONLY | O_CREAT, 0644);
+	CHECK(fd >= 0);
+	CHECK(pwrite(fd, buf, len, off) == (ssize_t)len);
+	close(fd);
+}
+
+static inline void read_file(const char *path, void *buf, size_t len, off_t off)
+{
+	int fd = open(path, O_RDONLY);
+	CHECK(fd >= 0);
+	CHECK(pread(fd, buf, len, off) == (ssize_t)len);
+	close(fd);
+}
+
+/* A page as MariaDB leaves it: header fields, LSN, full_crc32. */
+static inline void make_page(uint8_t *p, uint32_t space, uint32_t page_no, uint16_t type, uint64_t lsn)
+{
+	memset(p, 0, PS);
+	ppl_wr4(p + PPL_FIL_PAGE_OFFSET, page_no);
+	ppl_wr2(p + PPL_FIL_PAGE_TYPE, type);
+	ppl_wr4(p + PPL_FIL_PAGE_SPACE_ID, space);
+	if (page_no == 0) {
+		ppl_wr4(p + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_ID, space);
+		ppl_wr4(p + PPL_FSP_HEADER_OFFSET + PPL_FSP_SIZE, 8);
+		ppl_wr4(p + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS, FLAGS);
+	}
+	ppl_page_stamp(p, PS, lsn);
+}
+
+static inline void make_space(const char *path, uint32_t space, int pages)
+{
+	static uint8_t p[PS];
+	for (int i = 0; i < pages; i++) {
+		make_page(p, space, (uint32_t)i, i == 0 ? PPL_FIL_PAGE_TYPE_FSP_HDR : PPL_FIL_PAGE_INDEX, FIRST_LSN);
+		write_file(path, p, PS, (off_t)i * PS);
+	}
+}
+
+/* The host's log write: begin (the checkpoint gate), the file, the store. */
+static inline int host_log_write(struct host *h, uint64_t off, const uint8_t *buf, size_t len)
+{
+	struct iovec iov = {(void *)buf, len};
+	int rc = ppl_store_write_begin(h->s, true, h->log_ino, off, &iov, 1, len);
+	if (rc)
+		return rc;
+	write_file(h->log_path, buf, len, (off_t)off);
+	rc = ppl_store_log_write(h->s, h->log_ino, off, &iov, 1, len);
+	ppl_store_write_end(h->s, true, h->log_ino, off, len);
+	return rc;
+}
+
+/* MariaDB's log writer: everything appended since the last write, from the
+ * block holding the write position, in one write. */
+static inline void flush_log(struct host *h)
+{
+	size_t from = syn_off(&h->l, h->written) & ~(size_t)511, to = syn_off(&h->l, h->l.lsn);
+	CHECK(to > from);
+	CHECK_EQ_U(host_log_write(h, from, h->l.file + from, to - from), 0);
+	h->written = h->l.lsn;
+}
+
+static inline int checkpoint(struct host *h, uint64_t lsn)
+{
+	static int slot;
+	uint8_t ck[64];
+	syn_checkpoint(ck, lsn, h->l.lsn);
+	return host_log_write(h, (slot++ & 1) ? 4096 : 8192, ck, sizeof ck);
+}
+
+/* One mini-transaction: `len` bytes of `fill` at byte `at` of the page. */
+static inline uint64_t change(struct host *h, uint32_t page_no, uint32_t at, uint8_t fill, size_t len, uint8_t *image)
+{
+	uint8_t data[600], rec[700];
+	memset(data, fill, len);
+	size_t n = syn_write_rec(rec, SPACE, page_no, at, data, len);
+	syn_mtr(&h->l, rec, n);
+	memcpy(image + at, data, len);
+	ppl_page_stamp(image, PS, h->l.lsn);
+	return h->l.lsn;
+}
+
+static inline unsigned ask(struct host *h, uint32_t page_no, const uint8_t *image, uint32_t page_size)
+{
+	struct ppl_elision_page pg = {SPACE, page_no, ppl_page_lsn(image), ppl_page_stored_crc(image, PS), page_size};
+	return ppl_store_elide(h->s, &pg);
+}
+
+/* MariaDB writes a page itself (the store said no): begin, the file, the
+ * store (the page becomes a base), end. */
+static inline void host_page_write(struct host *h, uint32_t page_no, const uint8_t *page)
+{
+	uint64_t off = (uint64_t)page_no * PS;
+	struct iovec iov = {(void *)page, PS};
+	CHECK_EQ_U(ppl_store_write_begin(h->s, false, h->ibd_ino, off, &iov, 1, PS), 0);
+	write_file(h->ibd_path, page, PS, (off_t)off);
+	ppl_store_write(h->s, h->ibd_ino, off, &iov, 1, PS);
+	ppl_store_write_end(h->s, false, h->ibd_ino, off, PS);
+}
+
+/* The host's read of one page: begin, the file, the store, end. */
+static inline int host_read(struct host *h, uint32_t page_no, uint8_t *out)
+{
+	uint64_t off = (uint64_t)page_no * PS;
+	ppl_store_read_begin(h->s, h->ibd_ino, off, PS);
+	read_file(h->ibd_path, out, PS, (off_t)off);
+	struct iovec iov = {out, PS};
+	int rc = ppl_store_read(h->s, h->ibd_ino, off, &iov, 1, PS);
+	ppl_store_read_end(h->s, h->ibd_ino, off, PS);
+	return rc;
+}
+
+/* The datadir, the log file and the pool, as MariaDB and `ppl-inspect
+ * pool create` leave them; no store yet. */
+static inline void host_make(struct host *h)
+{
+	memset(h, 0, sizeof *h);
+	pthread_mutex_init(&h->lines_lock, NULL);
+	snprintf(h->dir, sizeof h->dir, "/tmp/ppl-test-store-XXXXXX");
+	CHECK(mkdtemp(h->dir) != NULL);
+	char p[300];
+	snprintf(p, sizeof p, "%s/test", h->dir);
+	CHECK(mkdir(p, 0755) == 0);
+	snprintf(p, sizeof p, "%s/ibdata1", h->dir);
+	make_space(p, 0, 8);
+	snprintf(h->ibd_path, sizeof h->ibd_path, "%s/test/t1.ibd", h->dir);
+	make_space(h->ibd_path, SPACE, NPAGES);
+	syn_init(&h->l, 1 << 20, FIRST_LSN);
+	snprintf(h->log_path, sizeof h->log_path, "%s/ib_logfile0", h->dir);
+	write_file(h->log_path, h->l.file, h->l.size, 0);
+	h->written = h->l.lsn;
+	h->log_ino = ino_of(h->log_path);
+	h->ibd_ino = ino_of(h->ibd_path);
+	snprintf(h->pool_path, sizeof h->pool_path, "%s.pool", h->dir);
+	char err[512];
+	struct ppl_pool_geometry g = {.size = 8 << 20, .identity = h->dir};
+	if (ppl_pool_create(h->pool_path, &g, err, sizeof err) != 0)
+		printf("pool: %s\n", err);
+}
+
+/* The store over the host's files, as an export starts: elision on (its
+ * pool opened, doublewrite slots checked, records put back), then ingest
+ * from the log file's checkpoint. */
+static inline void host_start_threads(struct host *h, unsigned apply_threads)
+{
+	char err[512];
+	pthread_mutex_lock(&h->lines_lock);
+	h->nlines = 0;
+	pthread_mutex_unlock(&h->lines_lock);
+	h->clock_ns = START_NS;
+	struct ppl_store_env env = {.log = {.log = on_log, .arg = h}, .now_ns = clock_of, .clock_arg = h};
+	h->s = ppl_store_new(h->dir, &env);
+	CHECK(h->s != NULL);
+	struct ppl_config c = {.pool_path = h->pool_path, .block_size = 64, .max_per_page = 256,
+			       .apply_threads = apply_threads, .elision_address = "127.0.0.1", .elision_port = 0,
+			       .elision_clients = "127.0.0.1", .elision_token = "t"};
+	int rc = ppl_store_start_elision(h->s, &c, err, sizeof err);
+	if (rc)
+		printf("start_elision: %s\n", err);
+	CHECK(rc == 0);
+	ppl_store_start_from_disk(h->s);
+	h->clock_ns += 60ull * 1000000000ull; /* past every start-up window */
+}
+
+static inline void host_start(struct host *h)
+{
+	host_start_threads(h, 0);
+}
+
+static inline void host_open(struct host *h)
+{
+	host_make(h);
+	host_start(h);
+}
+
+static inline int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+static inline void host_close(struct host *h)
+{
+	ppl_store_free(h->s);
+	CHECK(nftw(h->dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS) == 0);
+	CHECK(unlink(h->pool_path) == 0);
+	free(h->l.file);
+}
+
+
+#endif
