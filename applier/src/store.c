@@ -78,6 +78,7 @@ struct ppl_store {
 	pthread_t workers[PPL_MAX_APPLY_THREADS];
 	unsigned nworkers, nstarted;
 	uint64_t log_capacity;         /* bytes of records the log file holds */
+	uint64_t log_size;             /* the log file's size when ingest started */
 	pthread_mutex_t work_lock;
 	pthread_cond_t work_cond;
 	bool work_stop;
@@ -829,6 +830,7 @@ static int start_ingest(struct ppl_store *e, uint64_t write_end)
 		stop_ingest(e, "ib_logfile0 is too small to be a redo log");
 		return -1;
 	}
+	e->log_size = size;
 	ppl_node_log_write(e->building, 0, hdr, area);
 	free(hdr);
 	const struct ppl_redo_reader *r = ppl_node_reader(e->building);
@@ -998,6 +1000,20 @@ int ppl_store_log_write(struct ppl_store *e, uint64_t fileid, uint64_t off, cons
 		e->copying = false;
 		SLOG(e, PPL_LOG_EVENT, "PPL: %s: the log copied in is now written by MariaDB (%zu B at offset %" PRIu64
 			 ")", e->datadir, len, off);
+	}
+	/* MariaDB creates its log at full size and never writes past its end.
+	 * A write past the size ingest started with is the rest of a copy
+	 * that was still arriving when ingest read the file (its pieces come
+	 * out of order): the circular area, and so every wrap point, was
+	 * taken too small. Start over with the file as it is now. */
+	if (e->started && off + len > e->log_size) {
+		uint64_t was = e->log_size;
+		pthread_mutex_unlock(&e->log_lock);
+		char why[200];
+		snprintf(why, sizeof why, "ib_logfile0 is written up to %" PRIu64 ", past the %" PRIu64 " B ingest "
+			 "started with (a copy still arriving)", off + len, was);
+		detach(e, why);
+		pthread_mutex_lock(&e->log_lock);
 	}
 	if (e->stopped)
 		goto out;

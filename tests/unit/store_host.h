@@ -138,7 +138,11 @@ static inline int host_log_write(struct host *h, uint64_t off, const uint8_t *bu
 static inline void flush_log(struct host *h)
 {
 	size_t from = syn_off(&h->l, h->written) & ~(size_t)511, to = syn_off(&h->l, h->l.lsn);
-	CHECK(to > from);
+	CHECK(h->l.lsn - h->written < h->l.size - SYN_AREA);
+	if (to <= from) { /* across the end of the circular area: two writes */
+		CHECK_EQ_U(host_log_write(h, from, h->l.file + from, h->l.size - from), 0);
+		from = SYN_AREA;
+	}
 	CHECK_EQ_U(host_log_write(h, from, h->l.file + from, to - from), 0);
 	h->written = h->l.lsn;
 }
