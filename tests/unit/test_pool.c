@@ -528,9 +528,9 @@ static void test_doublewrite(void)
 }
 
 /* ---- readers against a writer ---- */
-struct rd {
+struct rd {                     /* shared by the reader threads: atomics */
 	struct ppl_pool *p;
-	volatile int stop;
+	int stop;
 	unsigned long walks, bad;
 };
 
@@ -546,13 +546,13 @@ static int check_order(void *arg, const struct ppl_pool_rec *r)
 static void *reader(void *arg)
 {
 	struct rd *r = arg;
-	while (!r->stop) {
+	while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
 		for (uint32_t pg = 0; pg < 64; pg++) {
 			uint64_t prev = 0;
 			enum ppl_pool_status st = ppl_pool_records(r->p, 1, pg, check_order, &prev);
 			if (st != PPL_POOL_OK || prev == UINT64_MAX)
-				r->bad++;
-			r->walks++;
+				__atomic_add_fetch(&r->bad, 1, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&r->walks, 1, __ATOMIC_RELAXED);
 		}
 	}
 	return NULL;
@@ -581,7 +581,7 @@ static void test_concurrent(void)
 			for (uint32_t pg = 0; pg < 64; pg += 3)
 				ppl_pool_reclaim(p, 1, pg, lsn - 100);
 	}
-	r.stop = 1;
+	__atomic_store_n(&r.stop, 1, __ATOMIC_RELEASE);
 	for (int i = 0; i < 2; i++)
 		pthread_join(t[i], NULL);
 	CHECK(r.walks > 0);
