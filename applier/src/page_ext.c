@@ -103,6 +103,10 @@ static enum ppl_apply_status corrupt(struct pg *g, const char *why)
 static uint32_t hdr(const struct pg *g, unsigned f) { return ppl_rd2(g->p + PAGE_HEADER + f); }
 static void set_hdr(struct pg *g, unsigned f, uint32_t v) { ppl_wr2(g->p + PAGE_HEADER + f, v); }
 static size_t slot_off(const struct pg *g, size_t n) { return g->size - PAGE_DIR - PAGE_DIR_SLOT_SIZE * (n + 1); }
+/* Whether a directory of n slots fits in the page at all: InnoDB's slot
+ * pointer then lies below the frame and its "slot < heap bottom" check
+ * fails; in size_t arithmetic slot_off() would wrap around instead. */
+static bool dir_fits(const struct pg *g, size_t n) { return n <= (g->size - PAGE_DIR) / PAGE_DIR_SLOT_SIZE - 1; }
 static bool is_comp(const struct pg *g) { return g->p[PAGE_HEADER + PAGE_N_HEAP] & 0x80; }
 static bool is_leaf(const struct pg *g) { return hdr(g, PAGE_LEVEL) == 0; }
 /* fil_page_index_page_check() plus the page number check every B-tree
@@ -664,7 +668,7 @@ static enum ppl_apply_status delete_redundant(struct pg *g, size_t prev)
 	if (!hdr(g, PAGE_N_RECS) || n_slots < 2 || !is_index(g) || ppl_rd2(page + PAGE_OLD_SUPREMUM - REC_NEXT) ||
 	    is_comp(g))
 		return corrupt(g, "page header inconsistent");
-	const size_t slot = slot_off(g, n_slots - 1);
+	const size_t slot = dir_fits(g, n_slots) ? slot_off(g, n_slots - 1) : 0;
 	if (slot < PAGE_OLD_SUPREMUM_END)
 		return corrupt(g, "too many directory slots");
 	uint8_t *prev_rec = page + PAGE_OLD_INFIMUM + prev;
@@ -694,7 +698,7 @@ static enum ppl_apply_status delete_dynamic(struct pg *g, size_t prev, size_t hd
 	if (!hdr(g, PAGE_N_RECS) || n_slots < 2 || !is_index(g) || ppl_rd2(page + PAGE_NEW_SUPREMUM - REC_NEXT) ||
 	    !is_comp(g))
 		return corrupt(g, "page header inconsistent");
-	const size_t slot = slot_off(g, n_slots - 1);
+	const size_t slot = dir_fits(g, n_slots) ? slot_off(g, n_slots - 1) : 0;
 	if (slot < PAGE_NEW_SUPREMUM_END)
 		return corrupt(g, "too many directory slots");
 	uint16_t n = (uint16_t)(PAGE_NEW_INFIMUM + prev);
