@@ -140,9 +140,22 @@ static const char *stall_name(enum ppl_frame f)
 /* A stall is a damage report when the server vouches for log past it. */
 static int judge_stall(struct ppl_redo_reader *r)
 {
-	if (r->stall == PPL_FRAME_MORE || r->stall == PPL_FRAME_OK)
+	if (r->stall == PPL_FRAME_OK)
 		return 0;
 	char why[200];
+	if (r->stall == PPL_FRAME_MORE) {
+		/* A mini-transaction whose end has not arrived, unless a
+		 * checkpoint says the log ends past its start and every byte
+		 * up to there is here: a checkpoint's end is the end of a
+		 * mini-transaction, so this one claims more than was written
+		 * (a damaged length). (A page write's LSN is one too, but the
+		 * reader does not rely on that.) */
+		if (!r->have_ck || r->ck.end_lsn <= r->lsn || r->lsn + r->fill < r->ck.end_lsn)
+			return 0;
+		snprintf(why, sizeof why, "incomplete mini-transaction that runs past the end of the log at the "
+			 "checkpoint written at LSN %llu", (unsigned long long)r->ck.end_lsn);
+		return corrupt(r, why);
+	}
 	if (r->vouched > r->lsn) {
 		snprintf(why, sizeof why, "%s, before LSN %llu, up to which a page write says the log is durable",
 			 stall_name(r->stall), (unsigned long long)r->vouched);

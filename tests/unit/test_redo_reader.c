@@ -504,6 +504,38 @@ static void test_bad_crc(void)
 	free(l.file);
 }
 
+/* A damaged length makes a mini-transaction claim more bytes than the
+ * server wrote: the parse waits for them, until a checkpoint says the
+ * log ends inside what it claims. */
+static void test_damaged_length(void)
+{
+	struct synlog l;
+	syn_init(&l, 1 << 20, 12288);
+	uint64_t starts[100];
+	fill(&l, 60, starts);
+	/* the last mtr's first record: a WRITE whose extended length (a
+	 * 3-byte varint, 16512 + 15) runs far past the end of the log */
+	size_t at = syn_off(&l, starts[59]);
+	struct seen s;
+	struct ppl_redo_reader *r = reader(&l, &s, PPL_REDO_WRITES);
+	l.file[at] = 0x30;
+	l.file[at + 1] = 0xc0;
+	l.file[at + 2] = 0;
+	l.file[at + 3] = 0;
+	CHECK(ppl_redo_feed(r, 0, l.file, syn_off(&l, l.lsn)) == 0);
+	CHECK(s.n <= 59);
+	CHECK(ppl_redo_stall(r) == PPL_FRAME_MORE);
+	uint8_t ck[64];
+	syn_checkpoint(ck, starts[0], l.lsn);
+	int rc = ppl_redo_feed(r, 8192, ck, sizeof ck);
+	CHECK(rc == -1);
+	CHECK(ppl_redo_state(r) == PPL_REDO_CORRUPT);
+	CHECK(strstr(ppl_redo_error(r), "incomplete") != NULL);
+	printf("damaged length: %s\n", ppl_redo_error(r));
+	ppl_redo_reader_free(r);
+	free(l.file);
+}
+
 /* A small circular area written over several times: every mtr comes out
  * once, in order, across wraps and sequence-bit flips; bytes of an older
  * pass past the end are never taken for records. */
@@ -690,6 +722,7 @@ int main(void)
 	test_tail_block_junk();
 	test_junk_over_long_write_tail();
 	test_durable_mark();
+	test_damaged_length();
 	test_out_of_order_flush();
 	test_torn_write_then_recovery();
 	test_hold();
