@@ -13,6 +13,10 @@
 
 #define ADD(p, field, v) __atomic_add_fetch(&(p)->field, (uint64_t)(v), __ATOMIC_RELAXED)
 #define SUB(p, field, v) __atomic_sub_fetch(&(p)->field, (uint64_t)(v), __ATOMIC_RELAXED)
+/* A field of a published entry that readers (snapshot, ppl_pool_oldest)
+ * load without the entry's lock: one writer at a time, under it, but
+ * the store itself must be atomic. */
+#define PUT(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELAXED)
 #define REC_MAX (REC_HDR + REC_LEN_MASK)
 
 const char *ppl_pool_status_name(enum ppl_pool_status s)
@@ -46,8 +50,12 @@ static bool alloc_blocks(struct ppl_pool *p, uint32_t n, uint32_t *out)
 		}
 		pthread_mutex_unlock(&p->alloc_lock);
 		/* Blocks of retired chains come back after a grace period:
-		 * wait for them before calling the pool full. */
-		if (attempt == 0 && __atomic_load_n(&p->n_retire_cbs, __ATOMIC_ACQUIRE) > 0)
+		 * wait for them before calling the pool full. Not inside a
+		 * read-side section (the store's gate appends under one): a
+		 * grace period cannot end while this thread is in it, and
+		 * liburcu refuses the barrier. The caller then materializes
+		 * the page instead. */
+		if (attempt == 0 && __atomic_load_n(&p->n_retire_cbs, __ATOMIC_ACQUIRE) > 0 && !rcu_read_ongoing())
 			rcu_barrier();
 		else
 			break;
@@ -472,16 +480,16 @@ static int dram_append(struct ppl_pool *p, struct pool_page *e, const uint8_t *r
 	memcpy(t->data + t->used, rec, rl);
 	__atomic_store_n(&t->used, t->used + (uint32_t)rl, __ATOMIC_RELEASE);
 	if (e->dram_records == 0)
-		e->dram_first_lsn = start_lsn;
+		PUT(e->dram_first_lsn, start_lsn);
 	if (!e->spill) {
-		e->spill = reason;
+		PUT(e->spill, reason);
 		ADD(p, n_spilled, 1);
 	}
-	e->dram_records++;
-	e->dram_bytes += (uint32_t)rl;
-	e->last_lsn = rec_end(rec);
+	PUT(e->dram_records, e->dram_records + 1);
+	PUT(e->dram_bytes, e->dram_bytes + (uint32_t)rl);
+	PUT(e->last_lsn, rec_end(rec));
 	if (e->first_lsn == UINT64_MAX)
-		e->first_lsn = start_lsn;
+		PUT(e->first_lsn, start_lsn);
 	ADD(p, n_dram_records, 1);
 	ADD(p, n_dram_bytes, rl);
 	return 0;
@@ -547,10 +555,10 @@ static enum ppl_pool_status pmem_append(struct ppl_pool *p, struct pool_page *e,
 	pm_persist(&p->pm, toff, 8);
 	if (extra)
 		e->tail = newb[extra - 1];
-	e->nblocks += extra;
-	e->bytes += rl;
-	e->records++;
-	e->last_lsn = rec_end(rec);
+	PUT(e->nblocks, e->nblocks + extra);
+	PUT(e->bytes, e->bytes + rl);
+	PUT(e->records, e->records + 1);
+	PUT(e->last_lsn, rec_end(rec));
 	return PPL_POOL_OK;
 }
 
@@ -1024,6 +1032,10 @@ void ppl_pool_usage(struct ppl_pool *p, struct ppl_pool_usage *o)
 	o->reclaims = __atomic_load_n(&p->n_reclaims, __ATOMIC_RELAXED);
 	o->low_water_blocks = o->nblocks * p->opt.low_water_pct / 100;
 	o->high_water_blocks = o->nblocks * p->opt.high_water_pct / 100;
-	o->needs_cleaning = o->free_blocks < o->low_water_blocks;
-	o->cleaned_enough = o->free_blocks >= o->high_water_blocks;
+	/* blocks of chains already reclaimed come back after a grace
+	 * period: a cleaner that waited for them would materialize past the
+	 * high-water mark */
+	o->retiring_blocks = __atomic_load_n(&p->n_retiring, __ATOMIC_RELAXED);
+	o->needs_cleaning = o->free_blocks + o->retiring_blocks < o->low_water_blocks;
+	o->cleaned_enough = o->free_blocks + o->retiring_blocks >= o->high_water_blocks;
 }

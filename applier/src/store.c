@@ -2253,7 +2253,9 @@ struct worker {
 };
 
 /* Pool below its low-water mark: materialize its oldest pages (this
- * worker's share) until the high-water mark is reached. */
+ * worker's share) until the high-water mark is reached, checked page by
+ * page: every page materialized is a data-file write the pool was there
+ * to save. */
 static void clean_pool(struct ppl_store *e, struct ppl_node *n, unsigned idx)
 {
 	struct ppl_pool_page_ref refs[256];
@@ -2271,10 +2273,12 @@ static void clean_pool(struct ppl_store *e, struct ppl_node *n, unsigned idx)
 			mine++;
 			if (materialize_page(e, n, refs[i].space, refs[i].page_no) == 0)
 				done++;
+			ppl_pool_usage(e->pool, &u);
+			if (u.cleaned_enough)
+				break;
 		}
 		if (mine == 0)
 			break;
-		ppl_pool_usage(e->pool, &u);
 	}
 	__atomic_add_fetch(&e->cleaned, done, __ATOMIC_RELAXED);
 	if (done)

@@ -197,9 +197,10 @@ static inline int host_read(struct host *h, uint32_t page_no, uint8_t *out)
 	return rc;
 }
 
-/* The datadir, the log file and the pool, as MariaDB and `ppl-inspect
- * pool create` leave them; no store yet. */
-static inline void host_make(struct host *h)
+/* The datadir, the log file and a pool of geometry g (NULL: 8 MiB, the
+ * defaults), as MariaDB and `ppl-inspect pool create` leave them; no
+ * store yet. */
+static inline void host_make_pool(struct host *h, const struct ppl_pool_geometry *pool)
 {
 	memset(h, 0, sizeof *h);
 	pthread_mutex_init(&h->lines_lock, NULL);
@@ -220,9 +221,17 @@ static inline void host_make(struct host *h)
 	h->ibd_ino = ino_of(h->ibd_path);
 	snprintf(h->pool_path, sizeof h->pool_path, "%s.pool", h->dir);
 	char err[512];
-	struct ppl_pool_geometry g = {.size = 8 << 20, .identity = h->dir};
+	struct ppl_pool_geometry g = {.size = 8 << 20};
+	if (pool)
+		g = *pool;
+	g.identity = h->dir;
 	if (ppl_pool_create(h->pool_path, &g, err, sizeof err) != 0)
 		printf("pool: %s\n", err);
+}
+
+static inline void host_make(struct host *h)
+{
+	host_make_pool(h, NULL);
 }
 
 /* The store over the host's files, as an export starts: elision on (its

@@ -205,9 +205,10 @@ struct ppl_pool_usage {
 	uint64_t nblocks, free_blocks, pages, spilled_pages, damaged_pages;
 	uint64_t dram_records, dram_bytes;
 	uint64_t appends, appends_over_cap, appends_full, reclaims;
+	uint64_t retiring_blocks;    /* reclaimed, free after a grace period */
 	uint64_t low_water_blocks, high_water_blocks;
-	bool needs_cleaning;         /* free below the low-water mark */
-	bool cleaned_enough;         /* free at or above the high-water mark */
+	bool needs_cleaning;         /* free and retiring below the low-water mark */
+	bool cleaned_enough;         /* free and retiring at or above the high-water mark */
 };
 void ppl_pool_usage(struct ppl_pool *p, struct ppl_pool_usage *out);
 
