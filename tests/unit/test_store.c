@@ -96,6 +96,34 @@ static void test_gate_settles_then_materializes(void)
 	host_close(&h);
 }
 
+/* The child: a store that elides one change of `page` (and, with
+ * `then_checkpoint`, passes MariaDB's checkpoint over it: the gate keeps
+ * its records in the pool) and dies. */
+static void crash_after_eliding(struct host *h, uint32_t page, uint32_t at, uint8_t fill, size_t len, uint8_t *image,
+				bool then_checkpoint)
+{
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		host_start(h);
+		change(h, page, at, fill, len, image);
+		flush_log(h);
+		bool ok = ask(h, page, image, PS) == PPL_ELIDE_ACK;
+		if (then_checkpoint) {
+			struct ppl_store_figures f;
+			ok = ok && checkpoint(h, h->l.lsn) == 0;
+			ppl_store_figures(h->s, &f);
+			ok = ok && f.pool_kept == 1;
+		}
+		_exit(ok && check_failures == 0 ? 0 : 1);
+	}
+	int status = 0;
+	CHECK(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	change(h, page, at, fill, len, image); /* the same, in this process's copy */
+	h->written = h->l.lsn;
+}
+
 /* The storage node dies (no clean stop) after the checkpoint gate kept a
  * page's records in the pool and MariaDB's checkpoint passed them: the
  * log no longer has them, the data file is older, only the pool holds the
@@ -107,23 +135,8 @@ static void test_pool_survives_a_crash(void)
 	host_make(&h);
 	static uint8_t image[PS], got[PS];
 	read_file(h.ibd_path, image, PS, 3 * PS);
-	uint64_t log_end;
-	pid_t pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		host_start(&h);
-		change(&h, 3, 200, 0x31, 24, image);
-		flush_log(&h);
-		int ok = ask(&h, 3, image, PS) == PPL_ELIDE_ACK && checkpoint(&h, h.l.lsn) == 0;
-		struct ppl_store_figures f;
-		ppl_store_figures(h.s, &f);
-		_exit(ok && f.pool_kept == 1 && check_failures == 0 ? 0 : 1);
-	}
-	int status = 0;
-	CHECK(waitpid(pid, &status, 0) == pid);
-	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	change(&h, 3, 200, 0x31, 24, image); /* the same change, for the expected page */
-	log_end = h.l.lsn;
+	crash_after_eliding(&h, 3, 200, 0x31, 24, image, true);
+	uint64_t log_end = h.l.lsn;
 	read_file(h.ibd_path, got, PS, 3 * PS);
 	CHECK(memcmp(got, image, PS) != 0); /* the file is older: not materialized */
 	/* the log file's newest checkpoint is past the page's records */
@@ -228,31 +241,13 @@ static void *held_reader(void *arg)
 	return NULL;
 }
 
-/* The child: a store that elides one change of `page` and dies. */
-static void crash_after_eliding(struct host *h, uint32_t page, uint32_t at, uint8_t fill, size_t len, uint8_t *image)
-{
-	pid_t pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		host_start(h);
-		change(h, page, at, fill, len, image);
-		flush_log(h);
-		_exit(ask(h, page, image, PS) == PPL_ELIDE_ACK && check_failures == 0 ? 0 : 1);
-	}
-	int status = 0;
-	CHECK(waitpid(pid, &status, 0) == pid);
-	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	change(h, page, at, fill, len, image); /* the same, in this process's copy */
-	h->written = h->l.lsn;
-}
-
 static void test_held_tail_after_restart(void)
 {
 	static struct host h;
 	static uint8_t image[PS], got[PS];
 	host_make(&h);
 	read_file(h.ibd_path, image, PS, 3 * PS);
-	crash_after_eliding(&h, 3, 300, 0x41, 32, image);
+	crash_after_eliding(&h, 3, 300, 0x41, 32, image, false);
 
 	/* restart; a read just after it waits for MariaDB's next log write */
 	host_start(&h);
@@ -275,7 +270,7 @@ static void test_held_tail_after_restart(void)
 
 	/* another crash and restart, and the log stays quiet: the read is
 	 * served once the quiet time has passed on the store's clock */
-	crash_after_eliding(&h, 3, 900, 0x43, 16, image);
+	crash_after_eliding(&h, 3, 900, 0x43, 16, image, false);
 	host_start(&h);
 	h.clock_ns = START_NS + 500000000ull;
 	a = (struct held_read){.h = &h, .page = 3, .out = got};
