@@ -1,6 +1,6 @@
 /* The engine hooks: classify, count, log at debug level, and hand redo
- * writes, page reads and page writes to the engine (store.c). See
- * ppl_hooks.h for where each is called. */
+ * writes, page reads and page writes to the engine (applier's store.c and
+ * store_*.c). See ppl_hooks.h for where each is called. */
 #include "config.h"
 #include "log.h"
 

@@ -29,6 +29,14 @@
  * written into its file). ppl_store_write_begin of a checkpoint block is
  * the checkpoint gate: a non-zero return must fail that WRITE (I3).
  *
+ * Files. The store is applier/src/store.c (its life, which space a file
+ * holds) and, one concern each, store_ingest.c (redo ingest, the held
+ * tail, the pool's records put back), store_pages.c (page reads and
+ * writes, verify, the stripes), store_gate.c (the elided set, settle and
+ * materialize, the checkpoint gate, the elision decision), store_workers.c
+ * (Apply_Threads) and store_figures.c (figures, stats lines); they share
+ * store_internal.h.
+ *
  * Threads. The host's threads call in concurrently; the store adds the
  * elision service's threads (applier/src/elision_server.c), Apply_Threads
  * workers (settle pages ahead of checkpoints, clean the pool) and
@@ -44,17 +52,17 @@
  * log_lock, lets it go, then takes gate_lock. The node's rwlock and the
  * pool's locks are below all of these.
  *
- * Ingest states (fields of struct ppl_store in store.c: building,
+ * Ingest states (fields of struct ppl_store in store_internal.h: building,
  * started, held, suspect_upto, stopped, copying, gate_all), and the
- * function of each transition:
+ * function of each transition (all in store_ingest.c):
  *
  *   NONE ---- make_node (start_from_disk, or the first log write) ----> BUILDING
  *   BUILDING -- start_ingest: parse from the log file's checkpoint ----> STARTED
  *   BUILDING -- start_ingest(TO_END) after a restart: feed_to_end -----> HELD TAIL
- *   HELD TAIL -- MariaDB's writes parse past it (after_restart_parse),
- *                or a quiet log plus a durable mark (hold_wait) -------> STARTED
+ *   HELD TAIL -- MariaDB's writes parse past it (store_after_restart_parse),
+ *                or a quiet log plus a durable mark (store_hold_wait) -> STARTED
  *   STARTED, HELD TAIL -- the server vouches for log past a stall
- *                (stop_ingest) ----------------------------------------> STOPPED
+ *                (store_stop_ingest) ----------------------------------> STOPPED
  *   any ------ detach: the log replaced, removed, copied in, or another
  *              datadir's log after this one went quiet ----------------> NONE
  *   NONE ----- a log write from its first byte (ppl_store_log_write) --> COPYING

@@ -1,0 +1,594 @@
+/* The elided set and the promise kept for every page in it: the set
+ * (pages acknowledged to libcatcher since their last base), a page settled
+ * (its records into the pmem pool) or materialized (into its data file
+ * through a doublewrite slot, I5), the checkpoint gate that does one or
+ * the other before MariaDB's checkpoint passes a page's records (I1, I3),
+ * a space that goes taking its state with it (I7), a file renamed away
+ * given its pages first, and the elision decision itself (I1, I2, I4).
+ *
+ * A file of its own because these are the rules that make a dropped write
+ * safe: the yes, and everything that must happen before the log may
+ * forget what the yes relied on, read together. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <urcu-bp.h>
+
+#include "ppl/datadir.h"
+#include "ppl/elision_server.h"
+#include "ppl/node.h"
+#include "ppl/page.h"
+#include "ppl/page_cache.h"
+#include "ppl/pool.h"
+#include "ppl/redo.h"
+#include "ppl/store.h"
+#include "store_internal.h"
+
+/* ---- elision, materialization, the checkpoint gate ----------------------------- */
+
+/* Slot of key in t (cap a power of two): where it is, or the first free
+ * slot its probe reaches. Removed keys leave a tombstone (1) that keeps
+ * later keys of the same probe reachable. */
+static size_t elided_slot(const uint64_t *t, size_t cap, uint64_t k)
+{
+	size_t j = (size_t)((k * 0x9e3779b97f4a7c15ull) >> 17) & (cap - 1);
+	while (t[j] != 0 && t[j] != k)
+		j = (j + 1) & (cap - 1);
+	return j;
+}
+
+/* Adds or removes a page. An add that cannot be recorded returns false:
+ * the caller must not acknowledge the elision then. */
+bool store_elided_put(struct ppl_store *e, uint64_t key, bool add)
+{
+	uint64_t k = key + 2; /* 0 empty, 1 removed */
+	bool ok = true;
+	pthread_mutex_lock(&e->elided_lock);
+	/* tombstones count as used: a table full of them has no free slot
+	 * left to end a probe */
+	if (add && (e->elided_used + 1) * 2 > e->elided_cap) {
+		size_t cap = 1024;
+		while (cap < 4 * (e->elided_n + 1))
+			cap *= 2;
+		uint64_t *t = calloc(cap, sizeof(*t));
+		if (t == NULL) {
+			ok = false;
+			goto out;
+		}
+		for (size_t i = 0; i < e->elided_cap; i++)
+			if (e->elided[i] > 1)
+				t[elided_slot(t, cap, e->elided[i])] = e->elided[i];
+		free(e->elided);
+		e->elided = t;
+		e->elided_cap = cap;
+		e->elided_used = e->elided_n;
+	}
+	if (e->elided_cap == 0)
+		goto out;
+	size_t j = elided_slot(e->elided, e->elided_cap, k);
+	if (add && e->elided[j] == 0) {
+		e->elided[j] = k;
+		e->elided_n++;
+		e->elided_used++;
+	} else if (!add && e->elided[j] == k) {
+		e->elided[j] = 1;
+		e->elided_n--;
+	}
+out:
+	pthread_mutex_unlock(&e->elided_lock);
+	return ok;
+}
+
+static bool elided_has(struct ppl_store *e, uint64_t key)
+{
+	bool found = false;
+	pthread_mutex_lock(&e->elided_lock);
+	if (e->elided_cap)
+		found = e->elided[elided_slot(e->elided, e->elided_cap, key + 2)] == key + 2;
+	pthread_mutex_unlock(&e->elided_lock);
+	return found;
+}
+
+/* Removes every page of a space from the elided set; returns how many. */
+size_t store_elided_drop_pages(struct ppl_store *e, uint32_t space, uint32_t first_page)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&e->elided_lock);
+	for (size_t i = 0; i < e->elided_cap; i++) {
+		if (e->elided[i] > 1 && (uint32_t)((e->elided[i] - 2) >> 32) == space &&
+		    (uint32_t)(e->elided[i] - 2) >= first_page) {
+			e->elided[i] = 1;
+			e->elided_n--;
+			n++;
+		}
+	}
+	pthread_mutex_unlock(&e->elided_lock);
+	return n;
+}
+
+size_t store_elided_drop_space(struct ppl_store *e, uint32_t space)
+{
+	return store_elided_drop_pages(e, space, 0);
+}
+
+/* I7: a space whose file is gone (or was replaced by something the log
+ * does not describe) keeps nothing here: no records in the index or the
+ * pool, no page in the elided set. Its pages then need no materializing
+ * before a checkpoint, and a file that later holds the same space id
+ * starts from what it holds. */
+void store_drop_space(struct ppl_store *e, uint32_t space, const char *why)
+{
+	struct ppl_node_stats before = { 0 }, after = { 0 };
+	rcu_read_lock();
+	struct ppl_node *n = store_node_of(e);
+	if (n) {
+		ppl_node_get_stats(n, &before);
+		ppl_node_drop_space(n, space);
+		ppl_node_get_stats(n, &after);
+	}
+	rcu_read_unlock();
+	size_t elided = store_elided_drop_space(e, space);
+	uint64_t pooled = e->pool ? ppl_pool_drop_space(e->pool, space) : 0;
+	/* the space's next file (a copy, a re-created tablespace) may have
+	 * pages of the same LSNs */
+	if (e->cache)
+		ppl_page_cache_forget_all(e->cache);
+	__atomic_add_fetch(&e->spaces_dropped, 1, __ATOMIC_RELAXED);
+	if (elided || pooled || after.chunks_dropped != before.chunks_dropped)
+		SLOG(e, PPL_LOG_EVENT, "PPL: %s: space %" PRIu32 ": %s; its records (%" PRIu64 " mini-transaction "
+			 "chunk(s) in memory, %" PRIu64 " page(s) in the pool) and %zu elided page(s) are dropped",
+			 e->datadir, space, why, after.chunks_dropped - before.chunks_dropped, pooled, elided);
+}
+
+/* I7: reads are served rebuilt only for pages this node may have told
+ * libcatcher not to write -- the elided set, every page with records
+ * when that set is incomplete (gate_all), and after a restart the pages
+ * whose records are still in the log's held tail. MariaDB wrote every
+ * other page itself, so its file holds it exactly; records the node
+ * holds for such a page can only be older than the file (the checkpoint
+ * passed them), or describe a file that was replaced without redo (a
+ * copy, IMPORT TABLESPACE, undo tablespaces re-created), and must never
+ * be applied to it. */
+static bool held_has(struct ppl_store *e, uint64_t key)
+{
+	if (!__atomic_load_n(&e->held, __ATOMIC_ACQUIRE))
+		return false;
+	struct held_page k = { key, 0 };
+	return bsearch(&k, e->held_pages, e->held_n, sizeof(k), store_held_cmp) != NULL;
+}
+
+bool store_served_rebuilt(struct ppl_store *e, uint32_t space, uint32_t page_no)
+{
+	uint64_t key = (uint64_t)space << 32 | page_no;
+	return e->pool != NULL && (e->gate_all || elided_has(e, key) || held_has(e, key));
+}
+
+/* The page's stripe, taken for materialization or for moving its records
+ * to the pool: no write of MariaDB's to it is in flight meanwhile, and no
+ * other thread works on it. -1 when no file can be found for the space; 1
+ * (no stripe taken) when its file is gone and the space was dropped. */
+static int page_claim(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, unsigned *stripe,
+		      uint64_t *inop)
+{
+	char path[4096];
+	uint64_t ino = 0;
+	bool named = ppl_datadir_path(e->dd, space, path, sizeof(path)) == 0;
+	if (!named || ppl_datadir_check(e->dd, space, &ino) != 0) {
+		/* A file known to be gone -- the file the log or its page 0
+		 * named no longer exists, or another file (another space's:
+		 * its inode or its page 0 says so) took its name, or the
+		 * whole datadir went -- takes its space's records with it
+		 * (I7: MariaDB removed it, or re-created undo tablespaces, or
+		 * the datadir was removed or replaced by a copy). Never forget
+		 * records only because a file cannot be found: the decision
+		 * acknowledges pages of files it found. */
+		if (named && (errno == ENOENT || errno == ESTALE)) {
+			store_drop_space(e, space, errno == ENOENT ? "its file is gone"
+							     : "its file was replaced by another space's file");
+			return 1;
+		}
+		if (!named && access(e->datadir, F_OK) != 0) {
+			store_drop_space(e, space, "its file is gone");
+			return 1;
+		}
+		/* The space was dropped (its file removed) after the page was
+		 * picked: nothing of it is left to materialize. */
+		struct ppl_node_page_info ni;
+		struct ppl_pool_page_info pi;
+		if (!ppl_node_page_info(n, space, page_no, &ni) &&
+		    (e->pool == NULL || !ppl_pool_page_info(e->pool, space, page_no, &pi)) &&
+		    !elided_has(e, (uint64_t)space << 32 | page_no))
+			return 1;
+		SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be materialized: no file holds "
+			"space %" PRIu32, e->datadir, space, page_no, space);
+		return -1;
+	}
+	unsigned s = store_stripe_of(ino, ((uint64_t)page_no * e->page_size) >> STRIPE_SHIFT);
+	pthread_mutex_lock(&e->stripe_lock);
+	while (e->busy[s] || e->inflight[s])
+		pthread_cond_wait(&e->stripe_cond, &e->stripe_lock);
+	e->busy[s] = 1;
+	pthread_mutex_unlock(&e->stripe_lock);
+	*stripe = s;
+	*inop = ino;
+	return 0;
+}
+
+static void page_release(struct ppl_store *e, unsigned s)
+{
+	pthread_mutex_lock(&e->stripe_lock);
+	e->busy[s] = 0;
+	pthread_cond_broadcast(&e->stripe_cond);
+	pthread_mutex_unlock(&e->stripe_lock);
+}
+
+/* The page now in its data file is at LSN lsn: records up to it leave the
+ * index and the pool, and the page leaves the elided set unless records
+ * newer than the image wait: libcatcher may have been told yes for a
+ * newer version while this one was being written (elision takes no
+ * stripe), and that version exists nowhere but in those records. */
+static void page_settled(struct ppl_store *e, struct ppl_node *n, const uint8_t *frame)
+{
+	uint32_t space = ppl_page_space(frame), page_no = ppl_page_no(frame);
+	struct ppl_node_page_info info;
+	ppl_node_page_written(n, frame, 0);
+	ppl_pool_reclaim(e->pool, space, page_no, ppl_page_lsn(frame));
+	if (!ppl_node_page_info(n, space, page_no, &info))
+		store_elided_put(e, (uint64_t)space << 32 | page_no, false);
+}
+
+/* Writes the page as the index has it, through a doublewrite slot, unless
+ * the data file already holds it; then it is the page's base. The caller
+ * holds the page's stripe. */
+static int materialize(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t ino)
+{
+	size_t ps = e->page_size;
+	int rc = -1;
+	uint8_t *frame = aligned_alloc(4096, ps);
+	bool changed = false;
+	struct ppl_apply_error aerr;
+	char err[256];
+	struct ppl_node_page_info fi;
+	if (ppl_node_page_info(n, space, page_no, &fi) && fi.freed) {
+		/* The log's last word on the page frees it: MariaDB's recovery
+		 * does not touch it, MariaDB writes it no more, and it is
+		 * initialized by the log before any reuse. Nothing is
+		 * written; its records would otherwise wait in the pool and
+		 * the elided set for a write that never comes. */
+		store_forget_page(e, n, space, page_no);
+		free(frame);
+		return 0;
+	}
+	if (frame == NULL || ppl_datadir_read_page_of(e->dd, space, ino, page_no, frame, ps) != 0) {
+		SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be read to materialize it: %s",
+			e->datadir, space, page_no, frame == NULL ? "out of memory" : strerror(errno));
+	} else if (ppl_node_rebuild(n, space, page_no, frame, UINT64_MAX, &changed, &aerr) != PPL_APPLY_OK) {
+		SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be rebuilt to materialize it "
+			"(%s)", e->datadir, space, page_no, aerr.msg);
+	} else if (!changed) {
+		page_settled(e, n, frame); /* the file already holds it */
+		rc = 0;
+	} else {
+		int slot = ppl_pool_dw_stage(e->pool, space, page_no, frame, ps, err, sizeof(err));
+		if (slot < 0) {
+			SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 ": %s", e->datadir, space, page_no,
+				err);
+		} else if (ppl_datadir_write_page_of(e->dd, space, ino, page_no, frame, ps) != 0) {
+			SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " could not be written to its "
+				"file: %s; its doublewrite slot is kept", e->datadir, space, page_no, strerror(errno));
+		} else {
+			ppl_pool_dw_release(e->pool, slot);
+			page_settled(e, n, frame);
+			__atomic_add_fetch(&e->materialized, 1, __ATOMIC_RELAXED);
+			rc = 0;
+		}
+	}
+	free(frame);
+	return rc;
+}
+
+struct to_pool {
+	struct ppl_pool *pool;
+	uint32_t space, page_no;
+	uint64_t have;                 /* the pool holds the page's records up to here */
+	enum ppl_pool_status st;
+	unsigned appended;
+};
+
+static int chunk_to_pool(void *arg, uint64_t start_lsn, uint64_t end_lsn, bool from_init, const uint8_t *recs,
+			 size_t len)
+{
+	struct to_pool *t = arg;
+	if (end_lsn <= t->have)
+		return 0;
+	if (len > UINT16_MAX) {
+		t->st = PPL_POOL_OVER_CAP;
+		return 1;
+	}
+	struct ppl_pool_rec r = { .start_lsn = start_lsn, .end_lsn = end_lsn, .from_init = from_init,
+				  .len = (uint16_t)len, .bytes = recs };
+	t->st = ppl_pool_append(t->pool, t->space, t->page_no, &r);
+	if (t->st != PPL_POOL_OK)
+		return 1;
+	t->appended++;
+	return 0;
+}
+
+/* Makes every record the index holds for an elided page durable outside
+ * the log: in the pmem pool while the page is under its cap (NV-PPL: the
+ * page stays unmaterialized), else by materializing it. Page 0 is always
+ * materialized: it names its file's space, and after a restart the pool's
+ * records are found a file only through it. The caller holds the
+ * page's stripe. */
+static int settle(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t ino)
+{
+	struct ppl_pool_page_info pi;
+	struct to_pool t = { .pool = e->pool, .space = space, .page_no = page_no, .st = PPL_POOL_OK };
+	if (page_no == 0)
+		return materialize(e, n, space, page_no, ino);
+	if (ppl_pool_page_info(e->pool, space, page_no, &pi)) {
+		if (pi.spilled || pi.damaged)
+			return materialize(e, n, space, page_no, ino);
+		t.have = pi.last_lsn;
+	}
+	ppl_node_page_chunks(n, space, page_no, chunk_to_pool, &t);
+	if (t.st != PPL_POOL_OK) {
+		/* over the cap, or the pool is full (foreground reclamation:
+		 * this page's records leave the pool with it) */
+		__atomic_add_fetch(t.st == PPL_POOL_FULL ? &e->pool_full : &e->pool_over_cap, 1, __ATOMIC_RELAXED);
+		if (t.st == PPL_POOL_FULL)
+			pthread_cond_broadcast(&e->work_cond); /* wake the cleaner */
+		return materialize(e, n, space, page_no, ino);
+	}
+	if (t.appended) {
+		ppl_node_rehome(n, space, page_no);
+		__atomic_add_fetch(&e->pool_records, t.appended, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&e->pool_kept, 1, __ATOMIC_RELAXED);
+	}
+	return 0;
+}
+
+typedef int (*page_op)(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t ino);
+
+/* op with the page's stripe held. */
+static int claimed(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, page_op op)
+{
+	unsigned s;
+	uint64_t ino;
+	int c = page_claim(e, n, space, page_no, &s, &ino);
+	if (c != 0)
+		return c < 0 ? -1 : 0; /* a dropped space needs nothing more */
+	int rc = op(e, n, space, page_no, ino);
+	page_release(e, s);
+	return rc;
+}
+
+/* The page's records durable somewhere the log's wrap cannot reach: the
+ * pool while they fit under the per-page cap, else its data file. */
+int store_settle_page(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no)
+{
+	return claimed(e, n, space, page_no, settle);
+}
+
+/* The page written into its data file (through a doublewrite slot). */
+int store_materialize_page(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no)
+{
+	return claimed(e, n, space, page_no, materialize);
+}
+
+unsigned store_key_part(uint64_t key, unsigned nparts)
+{
+	return (unsigned)(((key * 0x9e3779b97f4a7c15ull) >> 32) % nparts);
+}
+
+void store_collect_due(void *arg, uint32_t space, uint32_t page_no, const struct ppl_node_page_info *i)
+{
+	struct due *d = arg;
+	if (!i->known || i->first_lsn >= d->upto || (d->one_space && space != d->space))
+		return;
+	uint64_t key = (uint64_t)space << 32 | page_no;
+	if (d->nparts && store_key_part(key, d->nparts) != d->part)
+		return;
+	if (!d->e->gate_all && !elided_has(d->e, key))
+		return; /* MariaDB wrote it itself */
+	store_key_list_add(&d->l, space, page_no);
+}
+
+/* The checkpoint gate proper, for a checkpoint at ckpt whose log ends at
+ * end. */
+static int gate(struct ppl_store *e, struct ppl_node *n, uint64_t ckpt, uint64_t end)
+{
+	/* MariaDB flushed its log up to the checkpoint's end before writing
+	 * it: parse all of that first, so that a FILE_DELETE in the last,
+	 * provisional log write has dropped its space (its file is gone and
+	 * its pages need no materializing). */
+	pthread_mutex_lock(&e->log_lock);
+	if (end >= ckpt && e->started && !e->stopped && e->node == n) {
+		if (ppl_node_log_durable(n, end) != 0)
+			store_stop_ingest(e, ppl_node_error(n));
+		store_after_restart_parse(e, false);
+	}
+	pthread_mutex_unlock(&e->log_lock);
+	pthread_mutex_lock(&e->gate_lock);
+	uint64_t t0 = store_now_ns(e);
+	struct due d = { .e = e, .upto = ckpt };
+	ppl_node_for_each_page(n, store_collect_due, &d);
+	int rc = d.l.incomplete ? ENOMEM : 0; /* never pass a page it could not list */
+	for (size_t i = 0; i < d.l.n && rc == 0; i++)
+		if (store_settle_page(e, n, (uint32_t)(d.l.keys[i] >> 32), (uint32_t)d.l.keys[i]) != 0 &&
+		    elided_has(e, d.l.keys[i]))
+			rc = EIO; /* an acknowledged page: the checkpoint must not pass it */
+	free(d.l.keys);
+	/* a restart re-reads the log from the checkpoint: what lies before
+	 * it is now in the pool or in the data files */
+	if (rc == 0 && ppl_pool_set_durable_lsn(e->pool, ckpt) != 0)
+		rc = EIO;
+	if (d.l.n) {
+		e->gate_waits++;
+		e->gate_ns += store_now_ns(e) - t0;
+		SLOG(e, PPL_LOG_DEBUG, "PPL: %s: checkpoint %" PRIu64 " waited for %zu page(s) to be materialized",
+			 e->datadir, ckpt, d.l.n);
+	}
+	pthread_mutex_unlock(&e->gate_lock);
+	if (rc)
+		SLOG(e, PPL_LOG_CRIT, "PPL: %s: the checkpoint write (LSN %" PRIu64 ") is refused: a page it needs "
+			"could not be materialized (see above); MariaDB stops on this error rather than lose "
+			"the page: find why the page could not be written, then restart it", e->datadir, ckpt);
+	return rc;
+}
+
+/* How long after MariaDB's first checkpoint since a restart a client's
+ * replays of older page writes are still expected. */
+#define REPLAY_AFTER_CHECKPOINT_NS (30 * 1000000000ull)
+
+/* MariaDB is about to write a checkpoint: from then on, a restart reads
+ * the log only from that LSN. Every page still holding records below it
+ * (pages whose writes were elided) is materialized first, or the write
+ * fails (MariaDB 10.11 then stops with a fatal error) rather than lose them
+ * (DESIGN I1, I3). */
+int store_checkpoint_gate(struct ppl_store *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len)
+{
+	const struct ppl_redo_dialect *d = &ppl_dialect_mariadb_10_8;
+	uint8_t blk[64];
+	uint64_t at = UINT64_MAX;
+	if (off == 0 || off >= d->area_start || d->checkpoint_peek > sizeof(blk))
+		return 0; /* from the first byte: a log copied in (ppl_store_log_write) */
+	for (int slot = 0; slot < 2 && at == UINT64_MAX; slot++)
+		if (off <= d->checkpoint_off[slot] && off + len >= d->checkpoint_off[slot] + d->checkpoint_peek)
+			at = d->checkpoint_off[slot] - off;
+	if (at == UINT64_MAX)
+		return 0;
+	store_iov_copy((struct iovec *)iov, iovcnt, at, blk, d->checkpoint_peek, true);
+	struct ppl_checkpoint c;
+	d->peek_checkpoint(blk, &c);
+	uint64_t ckpt = c.lsn, end = c.end_lsn;
+	if (ckpt == 0)
+		return 0;
+	rcu_read_lock();
+	struct ppl_node *n = store_node_of(e);
+	int rc = n ? gate(e, n, ckpt, end) : 0;
+	rcu_read_unlock();
+	uint64_t until = UINT64_MAX;
+	if (rc == 0)
+		__atomic_compare_exchange_n(&e->replay_until_ns, &until, store_now_ns(e) + REPLAY_AFTER_CHECKPOINT_NS,
+					    false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+	return rc;
+}
+
+/* Writes every page elided so far (d's filter: of one space or all) to
+ * its data file; how many could not be. d->l is left with the pages
+ * listed (the caller frees it). */
+static size_t materialize_due(struct ppl_store *e, struct ppl_node *n, struct due *d)
+{
+	pthread_mutex_lock(&e->gate_lock);
+	ppl_node_for_each_page(n, store_collect_due, d);
+	size_t failed = 0;
+	for (size_t i = 0; i < d->l.n; i++)
+		if (store_materialize_page(e, n, (uint32_t)(d->l.keys[i] >> 32), (uint32_t)d->l.keys[i]) != 0)
+			failed++;
+	pthread_mutex_unlock(&e->gate_lock);
+	return failed;
+}
+
+void store_materialize_elided(struct ppl_store *e, struct ppl_node *n)
+{
+	struct due d = { .e = e, .upto = UINT64_MAX };
+	size_t failed = materialize_due(e, n, &d);
+	free(d.l.keys);
+	if (failed || d.l.incomplete)
+		SLOG(e, PPL_LOG_CRIT, "PPL: %s: %zu page(s) could not be materialized%s; their records stay in "
+			"the pool and are put back into the index at the next ingest start", e->datadir, failed,
+			d.l.incomplete ? " (out of memory listing them)" : "");
+	else if (d.l.n)
+		SLOG(e, PPL_LOG_EVENT, "PPL: %s: %zu page(s) kept in the pool or memory written to their data "
+			 "files", e->datadir, d.l.n);
+}
+
+void ppl_store_file_leaving(struct ppl_store *e, uint64_t fileid)
+{
+	uint32_t space;
+	if (e->pool == NULL || !store_file_space(e, fileid, &space) || !store_holds_space(e, fileid, space))
+		return;
+	struct due d = { .e = e, .upto = UINT64_MAX, .one_space = true, .space = space };
+	size_t failed = 0;
+	rcu_read_lock();
+	struct ppl_node *n = store_node_of(e);
+	if (n)
+		failed = materialize_due(e, n, &d);
+	rcu_read_unlock();
+	free(d.l.keys);
+	if (failed || d.l.incomplete)
+		SLOG(e, PPL_LOG_CRIT, "PPL: %s: space %" PRIu32 "'s file is renamed away with %zu elided page(s) not "
+			"written into it%s (see the lines above): those pages are lost to it", e->datadir, space,
+			failed, d.l.incomplete ? " (out of memory listing them)" : "");
+	else if (d.l.n)
+		SLOG(e, PPL_LOG_EVENT, "PPL: %s: space %" PRIu32 "'s file is renamed away: its %zu elided page(s) "
+			 "were written into it first", e->datadir, space, d.l.n);
+}
+
+/* ---- the elision decision ---------------------------------------------------- */
+
+int store_read_base(void *arg, uint32_t space, uint32_t page_no, uint8_t *frame)
+{
+	struct ppl_store *e = arg;
+	return ppl_datadir_read_page(e->dd, space, page_no, frame, e->page_size);
+}
+
+/* The elision decision: yes only for the exact page (LSN and checksum) the
+ * index can rebuild from the data file and the log. The log up to the
+ * page's LSN is durable and parsed: InnoDB writes a page only after its
+ * log is flushed, and log writes are parsed before they are acknowledged. */
+static unsigned decide_page(struct ppl_store *e, struct ppl_node *n, const struct ppl_elision_page *pg)
+{
+	if (e->stopped || e->dd == NULL)
+		return PPL_ELIDE_NACK_NOT_DURABLE;
+	uint64_t other = __atomic_load_n(&e->other_log_ns, __ATOMIC_RELAXED);
+	if (other != 0 && store_now_ns(e) - other < 2 * OTHER_LOG_QUIET_NS)
+		return PPL_ELIDE_NACK_OTHER; /* the page may be of that other datadir */
+	/* a page it could not materialize through a doublewrite slot is
+	 * never elided */
+	if (pg->page_size != e->page_size || pg->page_size > e->dw_page_size)
+		return PPL_ELIDE_NACK_PAGE_SIZE;
+	if (ppl_node_parsed_lsn(n) < pg->lsn) {
+		/* The question itself says the log is durable up to its LSN
+		 * (InnoDB flushes the log before it writes a page): bytes of
+		 * the last, provisional log write below it become final. */
+		pthread_mutex_lock(&e->log_lock);
+		if (e->started && !e->stopped && e->node == n) {
+			if (ppl_node_log_durable(n, pg->lsn) != 0)
+				store_stop_ingest(e, ppl_node_error(n));
+			store_after_restart_parse(e, false);
+		}
+		pthread_mutex_unlock(&e->log_lock);
+		if (e->stopped || ppl_node_parsed_lsn(n) < pg->lsn)
+			return PPL_ELIDE_NACK_NOT_DURABLE;
+	}
+	/* only pages it could materialize before a checkpoint passes them */
+	char path[4096];
+	if (ppl_datadir_path(e->dd, pg->space, path, sizeof(path)) != 0)
+		return PPL_ELIDE_NACK_UNKNOWN_FILE;
+	/* recorded before the answer leaves: a checkpoint write can only
+	 * follow the elided write */
+	uint64_t key = (uint64_t)pg->space << 32 | pg->page_no;
+	bool was = elided_has(e, key);
+	if (!was && !store_elided_put(e, key, true))
+		return PPL_ELIDE_NACK_INTERNAL; /* out of memory: it could not be materialized */
+	unsigned v = ppl_node_elide(n, pg->space, pg->page_no, pg->lsn, pg->checksum, store_read_base, e);
+	/* a page elided before stays elided: that older version still
+	 * exists only in its records until MariaDB's write of this one */
+	if (v != PPL_ELIDE_ACK && !was)
+		store_elided_put(e, key, false);
+	return v;
+}
+
+unsigned ppl_store_elide(struct ppl_store *e, const struct ppl_elision_page *pg)
+{
+	rcu_read_lock();
+	struct ppl_node *n = store_node_of(e);
+	unsigned v = n ? decide_page(e, n, pg) : PPL_ELIDE_NACK_NOT_DURABLE;
+	rcu_read_unlock();
+	return v;
+}

@@ -1,0 +1,244 @@
+/* What the store's files share: struct ppl_store, the constants more than
+ * one of them uses, and the functions one of them calls in another. Not a
+ * public header: only the files of the store's engine include it (store.c,
+ * store_ingest.c, store_pages.c, store_gate.c, store_workers.c,
+ * store_figures.c); store_config.c and store_json.c use ppl/store.h like
+ * any host. ppl/store.h's NOTES say how the parts fit (threads, locks,
+ * ingest states); each file's first comment says which part it holds.
+ * Comments in these files cite the invariants by number (I1-I7, "DESIGN
+ * I3"): ARCHITECTURE.md, "The invariants (I1-I7)". */
+#ifndef PPL_STORE_INTERNAL_H
+#define PPL_STORE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "ppl/histogram.h"
+#include "ppl/log.h"
+#include "ppl/node.h"
+#include "ppl/store.h"
+#include "ppl/store_config.h"
+
+#define STRIPES 1024u
+
+#define SLOG(e, level, ...) PPL_LOG(&(e)->env.log, level, __VA_ARGS__)
+
+struct ppl_store {
+	struct ppl_store_env env;     /* the host's logger, thread hook and clock */
+	char *exportdir;
+	char *datadir;                 /* where ib_logfile0 is: the export, or a directory in it */
+	pthread_mutex_t log_lock;      /* ingest is one thread at a time (node.h) */
+	pthread_mutex_t order_lock;    /* held from a log write's begin to its end */
+	struct ppl_node *node;         /* published once started, under log_lock */
+	struct ppl_node *building;     /* not yet started: no reader sees it */
+	bool started;                  /* parsing from a checkpoint */
+	bool stopped;                  /* the log could not be parsed: ingest off */
+	bool waiting_logged;
+	unsigned start_attempts;       /* catch-ups from the file that met a damaged tail */
+	size_t page_size;
+	struct ppl_datadir *dd;        /* pages by space id, for reads that cover part of a page */
+	size_t cache_bytes;            /* Page_Cache_Size; the cache is made once the page size is known */
+	struct ppl_page_cache *cache;
+
+	struct ppl_filemap *files;     /* which space each file holds */
+
+	/* Elision (when configured): the pool's doublewrite slots, the
+	 * service, and the page-write stripes that keep materialization and
+	 * MariaDB's own writes of a page apart. */
+	struct ppl_pool *pool;
+	struct ppl_elision_server *elision;
+	pthread_mutex_t stripe_lock;
+	pthread_cond_t stripe_cond;
+	uint32_t inflight[STRIPES];    /* page writes between begin and end */
+	uint8_t busy[STRIPES];         /* materialization in progress */
+	pthread_mutex_t gate_lock;     /* one checkpoint gate at a time */
+	bool gate_all;                 /* the elided set is incomplete: gate every page */
+	/* pages acknowledged (elided) since their last base: each must be
+	 * materialized before a checkpoint passes its records */
+	pthread_mutex_t elided_lock;
+	uint64_t *elided;              /* open addressing, key+2 (0 empty, 1 removed) */
+	size_t elided_n, elided_used, elided_cap;
+	uint64_t materialized, gate_waits, gate_ns;
+	/* pages whose records went to the pool instead, records appended,
+	 * materialized because over the cap or because the pool was full */
+	uint64_t pool_kept, pool_records, pool_over_cap, pool_full;
+	uint64_t pool_loaded_pages, pool_loaded_records; /* put back at a restart */
+	uint64_t cleaned, ahead;       /* materialized by the cleaner; settled ahead of a checkpoint */
+
+	/* Background apply (Apply_Threads): worker i settles the elided pages
+	 * whose key hashes to i, ahead of the checkpoints, and cleans the
+	 * pool when its free blocks run low. */
+	pthread_t workers[PPL_MAX_APPLY_THREADS];
+	unsigned nworkers, nstarted;
+	uint64_t log_capacity;         /* bytes of records the log file holds */
+	uint64_t log_size;             /* the log file's size when ingest started */
+	pthread_mutex_t work_lock;
+	pthread_cond_t work_cond;
+	bool work_stop;
+
+	uint64_t reads, pages_rebuilt, rebuild_failures, pages_written, stale_writes;
+	struct ppl_histogram mtrs_per_rebuild; /* mini-transactions applied per page rebuilt for a read */
+	uint64_t suspect_upto;         /* after a restart: pages with records below this LSN may
+					* have been elided by the previous run (mark_suspect) */
+	uint64_t suspect_seen, suspect_writes;
+	/* After a restart, the log's last bytes are not known to be final
+	 * (feed_to_end holds them back): the pages their records touch, by
+	 * key, with the end of their last record there. A read of one waits
+	 * until the parse has passed it (store_hold_wait). Written before `held`
+	 * is set, never changed after. */
+	struct held_page *held_pages;
+	size_t held_n;
+	uint64_t held_max;
+	bool held;                     /* atomic */
+	uint64_t restart_ns, last_log_write_ns; /* atomic */
+	uint64_t held_waits, held_timeouts;
+	bool verify;                   /* Verify = true: page writes compared with rebuilds */
+	/* A log written from its first byte is a log being copied in, not
+	 * MariaDB's log writer (see ppl_store_log_write): ingest waits
+	 * while the copy goes on, sequentially up from copy_end. */
+	bool copying;
+	uint64_t copy_end;
+	/* The log file ingest follows (0: none yet) and when it was last
+	 * written: another datadir's ib_logfile0 under the same export is not
+	 * this one's log (see ppl_store_log_write). */
+	uint64_t log_fileid, log_write_ns, other_log_writes;
+	/* When a log of another datadir was last written (0: never). The
+	 * elision protocol does not say which datadir a page is of, so while
+	 * another server writes under the export nothing is elided: its
+	 * bootstrap pages can match this datadir's page for page (same
+	 * spaces, LSNs, checksums), and its file would then lack them. */
+	uint64_t other_log_ns;
+	/* After a storage-node restart a client sends again the page writes
+	 * it had not seen committed (ppl-mount when the write verifier
+	 * changes, with MariaDB's first write after the restart, which may be
+	 * a checkpoint): until 30 s after MariaDB's first checkpoint since the
+	 * restart, a page image older than its file's is such a replay
+	 * (keep_newer_pages). Anywhere else an older image is a file written
+	 * by something else (mysql-test-run copying a datadir over one just
+	 * removed), which a disk would take. 0: no restart; UINT64_MAX: no
+	 * checkpoint since it. */
+	uint64_t replay_until_ns;
+	uint64_t superseded_writes, spaces_dropped, logs_copied_in, partial_overwrites;
+	uint32_t dw_page_size;         /* the largest page the pool's doublewrite slots hold */
+	uint64_t verify_same, verify_diverged, verify_skipped;
+};
+
+struct held_page {
+	uint64_t key, lsn;
+};
+
+/* How many times ingest start may find a damaged log tail before the
+ * damage counts as real (see start_ingest). */
+#define START_ATTEMPTS 8
+
+/* How long the log followed must have been quiet before another
+ * ib_logfile0 under the export is taken for MariaDB's log (a datadir made
+ * or copied next to the old one, as mysql-test-run does). */
+#define OTHER_LOG_QUIET_NS (5 * 1000000000ull)
+
+/* Stripes cover 64 KiB units of a file, the largest InnoDB page, so every
+ * page lies in one unit whatever the page size, and a write's begin and
+ * end take and release the same stripes even when the page size becomes
+ * known while the write is in flight. */
+#define STRIPE_SHIFT 16
+
+/* Page keys (space << 32 | page) collected by a walk, to act on after it
+ * (the walks hold locks the actions take). */
+struct key_list {
+	uint64_t *keys;
+	size_t n, cap;
+	bool incomplete;               /* out of memory: some page is missing */
+};
+
+/* What a walk of the index lists (store_collect_due): the elided pages
+ * with a record below upto -- of one part, of one space, or all. */
+struct due {
+	struct ppl_store *e;
+	uint64_t upto;
+	unsigned part, nparts;         /* only keys hashing to part (nparts 0: all) */
+	bool one_space;                /* only pages of space */
+	uint32_t space;
+	struct key_list l;
+};
+
+/* ---- functions of one store file that another calls ------------------------ */
+
+/* store.c: the clock, the published node, the parts' logger, which space a file holds */
+
+/* The host's monotonic clock (ppl_store_env.now_ns), or CLOCK_MONOTONIC. */
+uint64_t store_now_ns(const struct ppl_store *e);
+/* The published node; outside log_lock only inside an RCU read-side section. */
+struct ppl_node *store_node_of(struct ppl_store *e);
+/* The logger the store gives its parts: their lines under the datadir's name. */
+struct ppl_logger store_part_logger(struct ppl_store *e);
+/* Notes that fileid holds space (in the datadir too when the map cannot take it). */
+void store_map_set(struct ppl_store *e, uint64_t fileid, uint32_t space);
+/* The space the file map has for fileid. */
+bool store_map_get(struct ppl_store *e, uint64_t fileid, uint32_t *space);
+/* The space a file holds, by what its pages or the log said. */
+bool store_file_space(struct ppl_store *e, uint64_t fileid, uint32_t *space);
+/* The inode of the file the datadir followed has, there now, for space. */
+bool store_space_file_ino(struct ppl_store *e, uint32_t space, uint64_t *ino);
+/* Whether fileid is the followed datadir's file of space, not another datadir's. */
+bool store_holds_space(struct ppl_store *e, uint64_t fileid, uint32_t space);
+
+/* store_ingest.c: redo ingest, the held tail, the pool's records */
+
+/* Ingest off until the log is left behind (detach), with the line that says why. */
+void store_stop_ingest(struct ppl_store *e, const char *why);
+/* After a restart, while the held tail is parsed: every page with records counts as elided. log_lock held. */
+void store_after_restart_parse(struct ppl_store *e, bool log_write);
+/* Orders struct held_page by key, for qsort and bsearch. */
+int store_held_cmp(const void *a, const void *b);
+/* A read of a page with records in the held tail waits until they are parsed; 0, or EIO. */
+int store_hold_wait(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no);
+/* Appends a page's key; out of memory marks the list incomplete. */
+void store_key_list_add(struct key_list *l, uint32_t space, uint32_t page_no);
+
+/* store_pages.c: page I/O and the stripes */
+
+/* len bytes at byte position pos of the iovec: into buf when out, else from buf into the iovec. */
+void store_iov_copy(struct iovec *iov, int iovcnt, size_t pos, uint8_t *buf, size_t len, bool out);
+/* Drops everything held for a page (index, pool, elided set); false when the index had nothing. */
+bool store_forget_page(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no);
+/* The stripe of a file's 1 << STRIPE_SHIFT byte unit. */
+unsigned store_stripe_of(uint64_t fileid, uint64_t unit);
+
+/* store_gate.c: the elided set, settle and materialize, the checkpoint gate, the elision decision */
+
+/* Adds or removes a page of the elided set; false when an add could not be recorded. */
+bool store_elided_put(struct ppl_store *e, uint64_t key, bool add);
+/* Removes the space's pages from first_page on from the elided set; returns how many. */
+size_t store_elided_drop_pages(struct ppl_store *e, uint32_t space, uint32_t first_page);
+/* Removes every page of the space from the elided set; returns how many. */
+size_t store_elided_drop_space(struct ppl_store *e, uint32_t space);
+/* I7: a space whose file is gone keeps nothing: no records, in memory or the pool, no elided page. */
+void store_drop_space(struct ppl_store *e, uint32_t space, const char *why);
+/* I7: whether a read of the page is served rebuilt (this node may have elided it). */
+bool store_served_rebuilt(struct ppl_store *e, uint32_t space, uint32_t page_no);
+/* The page's records made durable in the pool, or the page materialized; takes its stripe. */
+int store_settle_page(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no);
+/* The page written into its data file through a doublewrite slot; takes its stripe. */
+int store_materialize_page(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no);
+/* Which of nparts parts (one per apply worker) a page key falls in. */
+unsigned store_key_part(uint64_t key, unsigned nparts);
+/* A ppl_node_for_each_page walk: lists in d->l the elided pages its struct due selects. */
+void store_collect_due(void *arg, uint32_t space, uint32_t page_no, const struct ppl_node_page_info *i);
+/* A log write that holds a checkpoint block: what it passes is settled first (I3); 0 or an errno. */
+int store_checkpoint_gate(struct ppl_store *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len);
+/* Writes every elided page into its data file (a clean stop, a detach). */
+void store_materialize_elided(struct ppl_store *e, struct ppl_node *n);
+/* A page's base as its data file holds it, for the node (verify mode, the elision verdict). */
+int store_read_base(void *arg, uint32_t space, uint32_t page_no, uint8_t *frame);
+
+/* store_workers.c: background apply */
+
+/* Starts count apply workers (Apply_Threads). */
+void store_start_workers(struct ppl_store *e, unsigned count);
+/* Stops the apply workers and waits for them. */
+void store_stop_workers(struct ppl_store *e);
+
+#endif

@@ -1,0 +1,143 @@
+/* Background apply (Apply_Threads): worker i settles the elided pages
+ * whose key falls in part i ahead of MariaDB's checkpoints, and
+ * materializes the pool's oldest pages of part i when its free blocks run
+ * low.
+ *
+ * A file of its own because it is the store's own threads and their
+ * schedule, and no rule: what they do to a page is store_gate.c's settle
+ * and materialize, only earlier than a checkpoint would. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <urcu-bp.h>
+
+#include "ppl/node.h"
+#include "ppl/pool.h"
+#include "ppl/store.h"
+#include "store_internal.h"
+
+/* ---- background apply ----------------------------------------------------- */
+
+struct worker {
+	struct ppl_store *e;
+	unsigned idx;
+};
+
+/* Pool below its low-water mark: materialize its oldest pages (this
+ * worker's share) until the high-water mark is reached, checked page by
+ * page: every page materialized is a data-file write the pool was there
+ * to save. */
+static void clean_pool(struct ppl_store *e, struct ppl_node *n, unsigned idx)
+{
+	struct ppl_pool_page_ref refs[256];
+	struct ppl_pool_usage u;
+	ppl_pool_usage(e->pool, &u);
+	if (!u.needs_cleaning)
+		return;
+	unsigned long done = 0;
+	for (int round = 0; round < 64 && !u.cleaned_enough && !e->work_stop; round++) {
+		size_t k = ppl_pool_oldest(e->pool, refs, sizeof(refs) / sizeof(refs[0])), mine = 0;
+		for (size_t i = 0; i < k; i++) {
+			uint64_t key = (uint64_t)refs[i].space << 32 | refs[i].page_no;
+			if (store_key_part(key, e->nworkers) != idx)
+				continue;
+			mine++;
+			if (store_materialize_page(e, n, refs[i].space, refs[i].page_no) == 0)
+				done++;
+			ppl_pool_usage(e->pool, &u);
+			if (u.cleaned_enough)
+				break;
+		}
+		if (mine == 0)
+			break;
+	}
+	__atomic_add_fetch(&e->cleaned, done, __ATOMIC_RELAXED);
+	if (done)
+		SLOG(e, PPL_LOG_DEBUG, "PPL: %s: pool cleaner materialized %lu page(s); %" PRIu64 " of %" PRIu64
+			 " blocks free", e->datadir, done, u.free_blocks, u.nblocks);
+}
+
+/* Elided pages whose first record is older than half the log behind the
+ * parse: settle them now, so that MariaDB's checkpoint does not wait for
+ * them (seed 001's background apply, partitioned by page). */
+static void settle_ahead(struct ppl_store *e, struct ppl_node *n, unsigned idx)
+{
+	uint64_t parsed = ppl_node_parsed_lsn(n), lag = e->log_capacity / 2;
+	if (lag == 0 || parsed <= lag)
+		return;
+	struct due d = { .e = e, .upto = parsed - lag, .part = idx, .nparts = e->nworkers };
+	ppl_node_for_each_page(n, store_collect_due, &d);
+	for (size_t i = 0; i < d.l.n && !e->work_stop; i++)
+		if (store_settle_page(e, n, (uint32_t)(d.l.keys[i] >> 32), (uint32_t)d.l.keys[i]) == 0)
+			__atomic_add_fetch(&e->ahead, 1, __ATOMIC_RELAXED);
+	free(d.l.keys);
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct ppl_store *e = w->e;
+	char name[16];
+	snprintf(name, sizeof(name), "ppl_apply%u", w->idx);
+	if (e->env.thread_started)
+		e->env.thread_started(e->env.thread_arg, name);
+	pthread_mutex_lock(&e->work_lock);
+	while (!e->work_stop) {
+		struct timespec t;
+		clock_gettime(CLOCK_REALTIME, &t);
+		t.tv_sec += 1;
+		pthread_cond_timedwait(&e->work_cond, &e->work_lock, &t);
+		if (e->work_stop)
+			break;
+		pthread_mutex_unlock(&e->work_lock);
+		rcu_read_lock();
+		struct ppl_node *n = store_node_of(e);
+		if (n != NULL && !e->stopped) {
+			clean_pool(e, n, w->idx);
+			settle_ahead(e, n, w->idx);
+		}
+		rcu_read_unlock();
+		pthread_mutex_lock(&e->work_lock);
+	}
+	pthread_mutex_unlock(&e->work_lock);
+	free(w);
+	return NULL;
+}
+
+void store_start_workers(struct ppl_store *e, unsigned count)
+{
+	/* what store_key_part() divides by: fixed before any worker runs (config
+	 * caps Apply_Threads at the array's size) */
+	e->nworkers = count;
+	for (unsigned i = 0; i < count; i++) {
+		struct worker *w = malloc(sizeof(*w));
+		if (w == NULL) {
+			e->nworkers = i;
+			break;
+		}
+		*w = (struct worker){ .e = e, .idx = i };
+		int rc = pthread_create(&e->workers[i], NULL, worker_main, w);
+		if (rc != 0) {
+			free(w);
+			SLOG(e, PPL_LOG_CRIT, "PPL: %s: apply thread %u could not start (%s); pages are still "
+				"settled at MariaDB's checkpoints", e->exportdir, i, strerror(rc));
+			e->nworkers = i;
+			break;
+		}
+		e->nstarted++;
+	}
+}
+
+void store_stop_workers(struct ppl_store *e)
+{
+	pthread_mutex_lock(&e->work_lock);
+	e->work_stop = true;
+	pthread_cond_broadcast(&e->work_cond);
+	pthread_mutex_unlock(&e->work_lock);
+	for (unsigned i = 0; i < e->nstarted; i++)
+		pthread_join(e->workers[i], NULL);
+	e->nstarted = 0;
+}
