@@ -166,6 +166,11 @@ struct due {
 
 /* ---- functions of one store file that another calls ------------------------ */
 
+/* The store's files call each other through these; nothing outside the
+ * library may (the FSAL plugin links it in, and ganesha.nfsd or its other
+ * plugins must neither see nor bind a generic name like these). */
+#pragma GCC visibility push(hidden)
+
 /* store.c: the clock, the published node, the parts' logger, which space a file holds */
 
 /* The host's monotonic clock (ppl_store_env.now_ns), or CLOCK_MONOTONIC. */
@@ -240,5 +245,7 @@ int store_read_base(void *arg, uint32_t space, uint32_t page_no, uint8_t *frame)
 void store_start_workers(struct ppl_store *e, unsigned count);
 /* Stops the apply workers and waits for them. */
 void store_stop_workers(struct ppl_store *e);
+
+#pragma GCC visibility pop
 
 #endif
