@@ -38,7 +38,7 @@ static int format_node(struct ppl_store *e, struct ppl_node *n, char *buf, size_
 			ppl_histogram_percentile(&e->mtrs_per_rebuild, 50),
 			ppl_histogram_percentile(&e->mtrs_per_rebuild, 99), cs.hits,
 			__atomic_load_n(&e->rebuild_failures, __ATOMIC_RELAXED),
-			__atomic_load_n(&e->pages_written, __ATOMIC_RELAXED), e->stopped ? "; INGEST STOPPED" : "");
+			__atomic_load_n(&e->pages_written, __ATOMIC_RELAXED), STOPPED(e) ? "; INGEST STOPPED" : "");
 }
 
 static int format_engine(struct ppl_store *e, char *buf, size_t len)
@@ -46,7 +46,7 @@ static int format_engine(struct ppl_store *e, char *buf, size_t len)
 	rcu_read_lock();
 	struct ppl_node *n = store_node_of(e);
 	int r = n ? format_node(e, n, buf, len) :
-		    snprintf(buf, len, "engine: %s", e->stopped ? "ingest stopped (see above)" :
+		    snprintf(buf, len, "engine: %s", STOPPED(e) ? "ingest stopped (see above)" :
 				   e->copying ? "waiting: the log is being copied in" :
 				   "waiting for ibdata1 and the log's checkpoint");
 	rcu_read_unlock();
@@ -95,7 +95,7 @@ void ppl_store_figures(struct ppl_store *e, struct ppl_store_figures *f)
 	struct ppl_node *n = store_node_of(e);
 	f->datadir = e->datadir;
 	f->started = n != NULL;
-	f->stopped = e->stopped;
+	f->stopped = STOPPED(e);
 	f->page_size = e->page_size;
 	if (e->cache)
 		ppl_page_cache_get_stats(e->cache, &f->cache);

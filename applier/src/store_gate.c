@@ -543,7 +543,7 @@ int store_read_base(void *arg, uint32_t space, uint32_t page_no, uint8_t *frame)
  * log is flushed, and log writes are parsed before they are acknowledged. */
 static unsigned decide_page(struct ppl_store *e, struct ppl_node *n, const struct ppl_elision_page *pg)
 {
-	if (e->stopped || e->dd == NULL)
+	if (STOPPED(e) || e->dd == NULL)
 		return PPL_ELIDE_NACK_NOT_DURABLE;
 	uint64_t other = __atomic_load_n(&e->other_log_ns, __ATOMIC_RELAXED);
 	if (other != 0 && store_now_ns(e) - other < 2 * OTHER_LOG_QUIET_NS)
@@ -563,7 +563,7 @@ static unsigned decide_page(struct ppl_store *e, struct ppl_node *n, const struc
 			store_after_restart_parse(e, false);
 		}
 		pthread_mutex_unlock(&e->log_lock);
-		if (e->stopped || ppl_node_parsed_lsn(n) < pg->lsn)
+		if (STOPPED(e) || ppl_node_parsed_lsn(n) < pg->lsn)
 			return PPL_ELIDE_NACK_NOT_DURABLE;
 	}
 	/* only pages it could materialize before a checkpoint passes them */

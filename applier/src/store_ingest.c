@@ -115,7 +115,7 @@ static int make_node(struct ppl_store *e, bool from_file)
 	if (ps == 0) {
 		SLOG(e, PPL_LOG_CRIT, "PPL: %s: ibdata1 is not a full_crc32 tablespace this engine reads; "
 			"redo is not ingested and pages are served as the data files hold them", e->datadir);
-		e->stopped = true;
+		__atomic_store_n(&e->stopped, true, __ATOMIC_RELEASE);
 		return -1;
 	}
 	struct ppl_node_config c = { .page_size = ps, .log = store_part_logger(e), .log_is_file_image = from_file };
@@ -143,7 +143,7 @@ static int make_node(struct ppl_store *e, bool from_file)
 
 void store_stop_ingest(struct ppl_store *e, const char *why)
 {
-	e->stopped = true;
+	__atomic_store_n(&e->stopped, true, __ATOMIC_RELEASE);
 	SLOG(e, PPL_LOG_CRIT, "PPL: %s: redo ingest stopped: %s. Pages with records parsed before this point "
 		"are still rebuilt on read; later ones are served as the data files hold them (nothing is "
 		"elided). If the log file itself is damaged, MariaDB's own recovery will stop at the same "
@@ -377,7 +377,7 @@ int store_hold_wait(struct ppl_store *e, struct ppl_node *n, uint32_t space, uin
 	uint64_t t0 = store_now_ns(e);
 	/* Woken by the parse as soon as it passes the page's records; the
 	 * slice only bounds how late a quiet log or the limit is noticed. */
-	while (!ppl_node_wait_parsed(n, h->lsn, HOLD_SLICE_NS) && !e->stopped) {
+	while (!ppl_node_wait_parsed(n, h->lsn, HOLD_SLICE_NS) && !STOPPED(e)) {
 		uint64_t now = store_now_ns(e), since = __atomic_load_n(&e->last_log_write_ns, __ATOMIC_RELAXED);
 		uint64_t restart = __atomic_load_n(&e->restart_ns, __ATOMIC_RELAXED);
 		since = since > restart ? since : restart;
@@ -791,7 +791,7 @@ static void detach(struct ppl_store *e, const char *why)
 	__atomic_store_n(&e->node, NULL, __ATOMIC_RELEASE);
 	bool was = e->started || e->stopped || gone;
 	e->started = false;
-	e->stopped = false;
+	__atomic_store_n(&e->stopped, false, __ATOMIC_RELEASE);
 	e->waiting_logged = false;
 	e->start_attempts = 0;
 	e->suspect_upto = 0;

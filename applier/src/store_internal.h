@@ -26,6 +26,10 @@
 
 #define SLOG(e, level, ...) PPL_LOG(&(e)->env.log, level, __VA_ARGS__)
 
+/* Ingest stopped (e->stopped), read where log_lock is not held: the
+ * elision decision, a held read's wait, the workers, the figures. */
+#define STOPPED(e) __atomic_load_n(&(e)->stopped, __ATOMIC_ACQUIRE)
+
 struct ppl_store {
 	struct ppl_store_env env;     /* the host's logger, thread hook and clock */
 	char *exportdir;
@@ -35,7 +39,8 @@ struct ppl_store {
 	struct ppl_node *node;         /* published once started, under log_lock */
 	struct ppl_node *building;     /* not yet started: no reader sees it */
 	bool started;                  /* parsing from a checkpoint */
-	bool stopped;                  /* the log could not be parsed: ingest off */
+	bool stopped;                  /* the log could not be parsed: ingest off. Set under
+					* log_lock, read without it: STOPPED() */
 	bool waiting_logged;
 	unsigned start_attempts;       /* catch-ups from the file that met a damaged tail */
 	size_t page_size;

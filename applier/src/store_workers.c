@@ -95,7 +95,7 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&e->work_lock);
 		rcu_read_lock();
 		struct ppl_node *n = store_node_of(e);
-		if (n != NULL && !e->stopped) {
+		if (n != NULL && !STOPPED(e)) {
 			clean_pool(e, n, w->idx);
 			settle_ahead(e, n, w->idx);
 		}
