@@ -1,5 +1,4 @@
 
-#include <dirent.h>
 #include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +11,7 @@
 
 #include "ppl/datadir.h"
 #include "ppl/fileclass.h"
+#include "ppl/io.h"
 #include "ppl/mach.h"
 #include "ppl/page.h"
 
@@ -23,12 +23,18 @@ struct space_file {
 
 struct ppl_datadir {
 	char *dir;
+	const struct ppl_io *io;  /* every file operation (ppl/io.h) */
 	pthread_rwlock_t lock;
 	struct space_file *f;    /* found by scanning (page 0 says the space) */
 	size_t n, cap;
 	struct space_file *notes; /* told by the log (FILE_CREATE, FILE_RENAME) */
 	size_t nnotes, capnotes;
 };
+
+static int dd_stat(const struct ppl_datadir *d, const char *path, struct stat *st)
+{
+	return d->io->stat(d->io->arg, path, st);
+}
 
 static struct space_file *grow(struct space_file **a, size_t *n, size_t *cap)
 {
@@ -57,13 +63,14 @@ static bool page0_space(const uint8_t *hdr, uint32_t *space)
 static void add_file(struct ppl_datadir *d, const char *path)
 {
 	uint8_t hdr[PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS + 4];
-	int fd = open(path, O_RDONLY);
+	const struct ppl_io *io = d->io;
+	int fd = io->open(io->arg, path, O_RDONLY);
 	if (fd < 0)
 		return;
 	struct stat st;
-	ssize_t got = pread(fd, hdr, sizeof(hdr), 0);
-	int sr = fstat(fd, &st);
-	close(fd);
+	ssize_t got = io->pread(io->arg, fd, hdr, sizeof(hdr), 0);
+	int sr = io->fstat(io->arg, fd, &st);
+	io->close(io->arg, fd);
 	if (got != (ssize_t)sizeof(hdr) || sr != 0)
 		return;
 	struct space_file *e = grow(&d->f, &d->n, &d->cap);
@@ -100,26 +107,36 @@ static bool holds_space(const char *name, int depth)
 	}
 }
 
+static void scan_dir(struct ppl_datadir *d, const char *dir, int depth);
+
+struct scan {
+	struct ppl_datadir *d;
+	const char *dir;
+	int depth;
+};
+
+static int scan_entry(void *arg, const char *name, enum ppl_io_type type)
+{
+	struct scan *sc = arg;
+	char p[4096];
+	struct stat st;
+	(void)type; /* a link to a file or a directory counts as what it points to */
+	if (name[0] == '.')
+		return 0;
+	snprintf(p, sizeof(p), "%s/%s", sc->dir, name);
+	if (dd_stat(sc->d, p, &st) != 0)
+		return 0;
+	if (S_ISDIR(st.st_mode) && sc->depth == 0)
+		scan_dir(sc->d, p, 1);
+	else if (S_ISREG(st.st_mode) && holds_space(name, sc->depth))
+		add_file(sc->d, p);
+	return 0;
+}
+
 static void scan_dir(struct ppl_datadir *d, const char *dir, int depth)
 {
-	DIR *dh = opendir(dir);
-	struct dirent *e;
-	if (dh == NULL)
-		return;
-	while ((e = readdir(dh)) != NULL) {
-		char p[4096];
-		struct stat st;
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
-		if (stat(p, &st) != 0)
-			continue;
-		if (S_ISDIR(st.st_mode) && depth == 0)
-			scan_dir(d, p, 1);
-		else if (S_ISREG(st.st_mode) && holds_space(e->d_name, depth))
-			add_file(d, p);
-	}
-	closedir(dh);
+	struct scan sc = { .d = d, .dir = dir, .depth = depth };
+	d->io->list(d->io->arg, dir, scan_entry, &sc);
 }
 
 /* The files are looked at again (what page 0 says of each); the notes
@@ -130,10 +147,13 @@ static void rescan_locked(struct ppl_datadir *d)
 	scan_dir(d, d->dir, 0);
 }
 
-struct ppl_datadir *ppl_datadir_open(const char *dir, char *err, size_t errlen)
+struct ppl_datadir *ppl_datadir_open(const char *dir, const struct ppl_io *io, char *err, size_t errlen)
 {
 	struct stat st;
-	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+	if (io == NULL)
+		io = ppl_io_posix();
+	errno = 0;
+	if (io->stat(io->arg, dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
 		snprintf(err, errlen, "datadir %s: %s", dir, errno ? strerror(errno) : "not a directory");
 		return NULL;
 	}
@@ -143,6 +163,7 @@ struct ppl_datadir *ppl_datadir_open(const char *dir, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
+	d->io = io;
 	pthread_rwlock_init(&d->lock, NULL);
 	scan_dir(d, dir, 0);
 	return d;
@@ -178,10 +199,10 @@ size_t ppl_datadir_notes(struct ppl_datadir *d)
 /* Whether the file seen at this path is still the one there: TRUNCATE and
  * ALTER put another file (another space) under the same name. Notes from
  * the log name a path only and are taken as they are. */
-static bool still_there(const struct space_file *f)
+static bool still_there(const struct ppl_datadir *d, const struct space_file *f)
 {
 	struct stat st;
-	return f->ino == 0 || (stat(f->path, &st) == 0 && (uint64_t)st.st_ino == f->ino);
+	return f->ino == 0 || (dd_stat(d, f->path, &st) == 0 && (uint64_t)st.st_ino == f->ino);
 }
 
 /* A space bound to an inode (ppl_datadir_bind: learned from a page of
@@ -232,19 +253,19 @@ static const struct space_file *pick(const struct ppl_datadir *d, uint32_t space
 	for (size_t i = d->nnotes; i-- > 0;) /* the latest note wins */
 		if (d->notes[i].space == space && d->notes[i].ino != 0) {
 			bound_known = true;
-			if (still_there(&d->notes[i]))
+			if (still_there(d, &d->notes[i]))
 				return &d->notes[i];
 		}
 	for (size_t i = 0; i < d->n; i++)
-		if (d->f[i].space == space && bound_to(d, space, d->f[i].ino) && still_there(&d->f[i]))
+		if (d->f[i].space == space && bound_to(d, space, d->f[i].ino) && still_there(d, &d->f[i]))
 			return &d->f[i];
 	if (bound_known && wait_for_bound)
 		return NULL;
 	for (size_t i = 0; i < d->n; i++)
-		if (d->f[i].space == space && still_there(&d->f[i]))
+		if (d->f[i].space == space && still_there(d, &d->f[i]))
 			return &d->f[i];
 	for (size_t i = d->nnotes; i-- > 0;)
-		if (d->notes[i].space == space && d->notes[i].ino == 0 && still_there(&d->notes[i]))
+		if (d->notes[i].space == space && d->notes[i].ino == 0 && still_there(d, &d->notes[i]))
 			return &d->notes[i];
 	return NULL;
 }
@@ -308,7 +329,7 @@ void ppl_datadir_bind(struct ppl_datadir *d, uint64_t ino, uint32_t space)
 	/* notes that named this file before it existed name it only, now:
 	 * a later file under the same name is another */
 	for (size_t i = 0; i < d->nnotes; i++)
-		if (d->notes[i].space == space && d->notes[i].ino == 0 && stat(d->notes[i].path, &st) == 0 &&
+		if (d->notes[i].space == space && d->notes[i].ino == 0 && dd_stat(d, d->notes[i].path, &st) == 0 &&
 		    (uint64_t)st.st_ino == ino)
 			d->notes[i].ino = ino;
 	pthread_rwlock_unlock(&d->lock);
@@ -346,7 +367,7 @@ void ppl_datadir_note(struct ppl_datadir *d, uint32_t space, const char *relpath
 		 * TRUNCATE, a DROP and CREATE) is another space and must not
 		 * match this note. Not there yet: matched by name. */
 		struct stat st;
-		e->ino = stat(e->path, &st) == 0 ? (uint64_t)st.st_ino : 0;
+		e->ino = dd_stat(d, e->path, &st) == 0 ? (uint64_t)st.st_ino : 0;
 		/* What older records said of this name is superseded: the
 		 * name now belongs to this space (a DROP and CREATE, a
 		 * datadir of the same path made again) */
@@ -371,7 +392,7 @@ void ppl_datadir_forget(struct ppl_datadir *d, uint64_t ino)
 	 * which costs elisions, never a page. */
 	struct stat st;
 	for (size_t i = 0; i < d->nnotes; i++)
-		if (d->notes[i].ino == ino || (d->notes[i].ino == 0 && stat(d->notes[i].path, &st) != 0))
+		if (d->notes[i].ino == ino || (d->notes[i].ino == 0 && dd_stat(d, d->notes[i].path, &st) != 0))
 			d->notes[i].space = UINT32_MAX;
 	/* Dead notes (these, and those a later note of the same path
 	 * superseded) go, in order (the latest note wins): a datadir that
@@ -417,7 +438,7 @@ bool ppl_datadir_held_elsewhere(struct ppl_datadir *d, uint32_t space, uint64_t 
 		held = d->f[i].space == space && d->f[i].ino != ino;
 	for (size_t i = 0; !held && i < d->nnotes; i++)
 		held = d->notes[i].space == space && d->notes[i].ino != 0 && d->notes[i].ino != ino &&
-		       still_there(&d->notes[i]);
+		       still_there(d, &d->notes[i]);
 	pthread_rwlock_unlock(&d->lock);
 	return held;
 }
@@ -430,7 +451,7 @@ int ppl_datadir_space_of(struct ppl_datadir *d, uint64_t ino, uint32_t *space)
 	for (size_t i = d->nnotes; rc && i-- > 0;)
 		if (d->notes[i].space != UINT32_MAX &&
 		    (d->notes[i].ino ? d->notes[i].ino == ino
-				     : stat(d->notes[i].path, &st) == 0 && (uint64_t)st.st_ino == ino)) {
+				     : dd_stat(d, d->notes[i].path, &st) == 0 && (uint64_t)st.st_ino == ino)) {
 			/* a note matched by name now names this file only: when
 			 * it goes (ppl_datadir_forget), so does the note */
 			d->notes[i].ino = ino;
@@ -475,22 +496,23 @@ static int open_space(struct ppl_datadir *d, uint32_t space, uint64_t want, int 
 		}
 		ino = want;
 	}
-	int fd = open(path, flags);
+	const struct ppl_io *io = d->io;
+	int fd = io->open(io->arg, path, flags);
 	if (fd < 0)
 		return -1;
 	struct stat st;
 	uint8_t hdr[PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS + 4];
-	ssize_t got = pread(fd, hdr, sizeof(hdr), 0);
+	ssize_t got = io->pread(io->arg, fd, hdr, sizeof(hdr), 0);
 	uint32_t named;
 	int err = 0;
-	if (fstat(fd, &st) != 0 || got < 0)
+	if (io->fstat(io->arg, fd, &st) != 0 || got < 0)
 		err = errno ? errno : EIO;
 	else if (ino != 0 && (uint64_t)st.st_ino != ino)
 		err = ESTALE;
 	else if (got == (ssize_t)sizeof(hdr) && page0_space(hdr, &named) && named != space)
 		err = ESTALE;
 	if (err) {
-		close(fd);
+		io->close(io->arg, fd);
 		errno = err;
 		return -1;
 	}
@@ -504,7 +526,7 @@ int ppl_datadir_check(struct ppl_datadir *d, uint32_t space, uint64_t *ino)
 	int fd = open_space(d, space, 0, O_RDONLY, ino);
 	if (fd < 0)
 		return -1;
-	close(fd);
+	d->io->close(d->io->arg, fd);
 	return 0;
 }
 
@@ -514,9 +536,9 @@ int ppl_datadir_read_page_of(struct ppl_datadir *d, uint32_t space, uint64_t ino
 	int fd = open_space(d, space, ino, O_RDONLY, NULL);
 	if (fd < 0)
 		return -1;
-	ssize_t got = pread(fd, buf, size, (off_t)page_no * (off_t)size);
+	ssize_t got = d->io->pread(d->io->arg, fd, buf, size, (off_t)page_no * (off_t)size);
 	int err = errno;
-	close(fd);
+	d->io->close(d->io->arg, fd);
 	if (got >= 0 && (size_t)got < size)
 		memset(buf + got, 0, size - (size_t)got); /* past the end: never written */
 	errno = err;
@@ -529,10 +551,11 @@ int ppl_datadir_write_page_of(struct ppl_datadir *d, uint32_t space, uint64_t in
 	int fd = open_space(d, space, ino, O_RDWR, NULL); /* page 0 is read first */
 	if (fd < 0)
 		return -1;
-	ssize_t put = pwrite(fd, buf, size, (off_t)page_no * (off_t)size);
-	int rc = put == (ssize_t)size && fdatasync(fd) == 0 ? 0 : -1;
+	const struct ppl_io *io = d->io;
+	ssize_t put = io->pwrite(io->arg, fd, buf, size, (off_t)page_no * (off_t)size);
+	int rc = put == (ssize_t)size && io->sync(io->arg, fd) == 0 ? 0 : -1;
 	int err = put >= 0 && put < (ssize_t)size ? ENOSPC : errno;
-	close(fd);
+	io->close(io->arg, fd);
 	errno = err;
 	return rc;
 }

@@ -24,8 +24,14 @@ static uint32_t slot_crc(const struct pool_dw_hdr *h, const uint8_t *img)
 int pool_dw_init(struct ppl_pool *p)
 {
 	p->dw_busy = calloc(p->sb.dw_slots, 1);
-	if (p->dw_busy == NULL)
+	p->dw_page = calloc(p->sb.dw_slots, sizeof(*p->dw_page));
+	if (p->dw_busy == NULL || p->dw_page == NULL) {
+		free(p->dw_busy);
+		free(p->dw_page);
+		p->dw_busy = NULL;
+		p->dw_page = NULL;
 		return -1;
+	}
 	pthread_mutex_init(&p->dw_lock, NULL);
 	pthread_cond_init(&p->dw_cond, NULL);
 	return 0;
@@ -36,7 +42,9 @@ void pool_dw_fini(struct ppl_pool *p)
 	if (p->dw_busy == NULL)
 		return;
 	free(p->dw_busy);
+	free(p->dw_page);
 	p->dw_busy = NULL;
+	p->dw_page = NULL;
 	pthread_mutex_destroy(&p->dw_lock);
 	pthread_cond_destroy(&p->dw_cond);
 }
@@ -70,6 +78,7 @@ int ppl_pool_dw_stage(struct ppl_pool *p, uint32_t space, uint32_t page_no, cons
 		pthread_cond_wait(&p->dw_cond, &p->dw_lock);
 	}
 	p->dw_busy[slot] = 1;
+	p->dw_page[slot] = (uint64_t)space << 32 | page_no;
 	uint64_t seq = ++p->dw_seq;
 	pthread_mutex_unlock(&p->dw_lock);
 
@@ -110,6 +119,49 @@ static bool slot_read(const struct ppl_pool *p, int slot, struct pool_dw_hdr *h,
 	return h->size > 0 && h->size <= p->sb.dw_page_size && slot_crc(h, *img) == h->crc;
 }
 
+/* Whether slot is in use for the page and holds an intact image of it;
+ * dw_lock held. Slots of other pages are not read: they may be being
+ * staged. */
+static bool slot_of_page(const struct ppl_pool *p, int slot, uint32_t space, uint32_t page_no,
+			 struct pool_dw_hdr *h, const uint8_t **img)
+{
+	return p->dw_busy[slot] && p->dw_page[slot] == ((uint64_t)space << 32 | page_no) &&
+	       slot_read(p, slot, h, img) && (h->state & 0xff) == DW_VALID && h->space == space &&
+	       h->page_no == page_no;
+}
+
+int ppl_pool_dw_kept(struct ppl_pool *p, uint32_t space, uint32_t page_no, uint64_t *lsn, const uint8_t **img)
+{
+	int found = -1;
+	if (p->dw_busy == NULL)
+		return -1;
+	pthread_mutex_lock(&p->dw_lock);
+	for (int s = 0; s < (int)p->sb.dw_slots; s++) {
+		struct pool_dw_hdr h;
+		const uint8_t *im;
+		if (slot_of_page(p, s, space, page_no, &h, &im) && (found < 0 || h.lsn > *lsn)) {
+			found = s;
+			*lsn = h.lsn;
+			*img = im;
+		}
+	}
+	pthread_mutex_unlock(&p->dw_lock);
+	return found;
+}
+
+void ppl_pool_dw_release_page(struct ppl_pool *p, uint32_t space, uint32_t page_no, int keep)
+{
+	for (int s = 0; p->dw_busy && s < (int)p->sb.dw_slots; s++) {
+		struct pool_dw_hdr h;
+		const uint8_t *im;
+		pthread_mutex_lock(&p->dw_lock);
+		bool mine = s != keep && slot_of_page(p, s, space, page_no, &h, &im);
+		pthread_mutex_unlock(&p->dw_lock);
+		if (mine)
+			ppl_pool_dw_release(p, s);
+	}
+}
+
 void ppl_pool_dw_for_each(struct ppl_pool *p,
 			  void (*fn)(void *arg, int slot, uint32_t space, uint32_t page_no, uint64_t lsn,
 				     uint32_t size, bool intact),
@@ -136,6 +188,7 @@ void pool_dw_recover(struct ppl_pool *p, struct ppl_pool_recovery *rec)
 			p->dw_seq = seq;
 		if ((h.state & 0xff) != DW_VALID)
 			continue;
+		p->dw_page[s] = (uint64_t)h.space << 32 | h.page_no; /* if it is kept */
 		rec->dw_pending++;
 		if (!ok) {
 			rec->dw_damaged++;

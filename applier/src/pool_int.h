@@ -105,6 +105,7 @@ struct ppl_pool {
 	pthread_mutex_t dw_lock;
 	pthread_cond_t dw_cond;
 	uint8_t *dw_busy;
+	uint64_t *dw_page;       /* space << 32 | page of each busy slot (dw_lock) */
 	uint64_t dw_seq;
 
 	uint64_t n_retiring;     /* blocks waiting for a grace period */

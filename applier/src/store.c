@@ -14,7 +14,6 @@
  *     store_gate.c      the elided set, settle and materialize, the checkpoint gate, the elision decision
  *     store_workers.c   background apply (Apply_Threads)
  *     store_figures.c   the figures and the stats lines */
-#include <dirent.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -32,6 +31,11 @@
 #include "ppl/store.h"
 #include "ppl/store_config.h"
 #include "store_internal.h"
+
+int store_stat(const struct ppl_store *e, const char *path, struct stat *st)
+{
+	return e->env.io->stat(e->env.io->arg, path, st);
+}
 
 uint64_t store_now_ns(const struct ppl_store *e)
 {
@@ -77,6 +81,8 @@ struct ppl_store *ppl_store_new(const char *datadir, const struct ppl_store_env 
 		return NULL;
 	if (env)
 		e->env = *env;
+	if (e->env.io == NULL)
+		e->env.io = ppl_io_posix();
 	e->exportdir = strdup(datadir);
 	e->datadir = strdup(datadir);
 	e->files = ppl_filemap_new();
@@ -149,37 +155,53 @@ static unsigned decide(void *arg, const struct ppl_elision_page *pg)
 
 /* The directory under the export that holds ib_logfile0 (by name: at
  * start nothing has been written yet), or the export. */
-static void guess_datadir(const char *dir, int depth, char *out, size_t outlen)
+struct guess {
+	struct ppl_store *e;
+	const char *dir;
+	int depth;
+	char *out;
+	size_t outlen;
+};
+
+static void guess_datadir(struct ppl_store *e, const char *dir, int depth, char *out, size_t outlen);
+
+static int guess_entry(void *arg, const char *name, enum ppl_io_type type)
+{
+	struct guess *g = arg;
+	char p[4096];
+	struct stat st;
+	(void)type; /* a link to a directory is followed */
+	if (name[0] == '.')
+		return 0;
+	snprintf(p, sizeof(p), "%s/%s", g->dir, name);
+	if (store_stat(g->e, p, &st) == 0 && S_ISDIR(st.st_mode))
+		guess_datadir(g->e, p, g->depth - 1, g->out, g->outlen);
+	return g->out[0] != '\0';
+}
+
+static void guess_datadir(struct ppl_store *e, const char *dir, int depth, char *out, size_t outlen)
 {
 	char p[4096];
 	struct stat st;
 	snprintf(p, sizeof(p), "%s/ib_logfile0", dir);
-	if (stat(p, &st) == 0) {
+	if (store_stat(e, p, &st) == 0) {
 		snprintf(out, outlen, "%s", dir);
 		return;
 	}
-	DIR *d = depth ? opendir(dir) : NULL;
-	struct dirent *de;
-	while (d && (de = readdir(d)) != NULL && out[0] == '\0') {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-		if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
-			guess_datadir(p, depth - 1, out, outlen);
-	}
-	if (d)
-		closedir(d);
+	struct guess g = { .e = e, .dir = dir, .depth = depth, .out = out, .outlen = outlen };
+	if (depth)
+		e->env.io->list(e->env.io->arg, dir, guess_entry, &g);
 }
 
 int ppl_store_start_elision(struct ppl_store *e, const struct ppl_config *c, char *err, size_t errlen)
 {
 	char dir[4096] = "";
-	guess_datadir(e->exportdir, 3, dir, sizeof(dir));
+	guess_datadir(e, e->exportdir, 3, dir, sizeof(dir));
 	if (dir[0]) {
 		free(e->datadir);
 		e->datadir = strdup(dir);
 	}
-	e->dd = ppl_datadir_open(e->datadir, err, errlen);
+	e->dd = ppl_datadir_open(e->datadir, e->env.io, err, errlen);
 	if (e->dd == NULL)
 		return -1;
 	struct ppl_pool_options o = { .identity = e->exportdir, .block_size = c->block_size,
@@ -278,7 +300,7 @@ bool store_space_file_ino(struct ppl_store *e, uint32_t space, uint64_t *ino)
 {
 	char path[4096];
 	struct stat st;
-	if (e->dd == NULL || ppl_datadir_path(e->dd, space, path, sizeof(path)) != 0 || stat(path, &st) != 0)
+	if (e->dd == NULL || ppl_datadir_path(e->dd, space, path, sizeof(path)) != 0 || store_stat(e, path, &st) != 0)
 		return false;
 	*ino = (uint64_t)st.st_ino;
 	return true;

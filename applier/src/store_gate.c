@@ -14,7 +14,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <urcu-bp.h>
 
 #include "ppl/datadir.h"
@@ -190,7 +189,8 @@ static int page_claim(struct ppl_store *e, struct ppl_node *n, uint32_t space, u
 							     : "its file was replaced by another space's file");
 			return 1;
 		}
-		if (!named && access(e->datadir, F_OK) != 0) {
+		struct stat st;
+		if (!named && store_stat(e, e->datadir, &st) != 0) {
 			store_drop_space(e, space, "its file is gone");
 			return 1;
 		}
@@ -240,15 +240,29 @@ static void page_settled(struct ppl_store *e, struct ppl_node *n, const uint8_t 
 		store_elided_put(e, (uint64_t)space << 32 | page_no, false);
 }
 
+bool store_dw_kept_base(struct ppl_store *e, uint32_t space, uint32_t page_no, uint8_t *frame)
+{
+	uint64_t lsn;
+	const uint8_t *img;
+	if (e->pool == NULL || ppl_pool_dw_kept(e->pool, space, page_no, &lsn, &img) < 0)
+		return false;
+	if (!ppl_page_crc_ok(frame, e->page_size) || ppl_page_lsn(frame) <= lsn)
+		memcpy(frame, img, e->page_size);
+	return true;
+}
+
 /* Writes the page as the index has it, through a doublewrite slot, unless
- * the data file already holds it; then it is the page's base. The caller
- * holds the page's stripe. */
+ * the data file already holds it; then it is the page's base. A page whose
+ * last write failed is written again whatever the file seems to hold (a
+ * failed fdatasync leaves bytes in the page cache that may never reach the
+ * disk), from its kept doublewrite image if the file's page is torn. The
+ * caller holds the page's stripe. */
 static int materialize(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t ino)
 {
 	size_t ps = e->page_size;
 	int rc = -1;
 	uint8_t *frame = aligned_alloc(4096, ps);
-	bool changed = false;
+	bool changed = false, kept = false;
 	struct ppl_apply_error aerr;
 	char err[256];
 	struct ppl_node_page_info fi;
@@ -262,13 +276,16 @@ static int materialize(struct ppl_store *e, struct ppl_node *n, uint32_t space, 
 		free(frame);
 		return 0;
 	}
-	if (frame == NULL || ppl_datadir_read_page_of(e->dd, space, ino, page_no, frame, ps) != 0) {
+	bool readable = frame != NULL && ppl_datadir_read_page_of(e->dd, space, ino, page_no, frame, ps) == 0;
+	if (readable)
+		kept = store_dw_kept_base(e, space, page_no, frame);
+	if (!readable) {
 		SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be read to materialize it: %s",
 			e->datadir, space, page_no, frame == NULL ? "out of memory" : strerror(errno));
 	} else if (ppl_node_rebuild(n, space, page_no, frame, UINT64_MAX, &changed, &aerr) != PPL_APPLY_OK) {
 		SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be rebuilt to materialize it "
 			"(%s)", e->datadir, space, page_no, aerr.msg);
-	} else if (!changed) {
+	} else if (!changed && !kept) {
 		page_settled(e, n, frame); /* the file already holds it */
 		rc = 0;
 	} else {
@@ -279,8 +296,12 @@ static int materialize(struct ppl_store *e, struct ppl_node *n, uint32_t space, 
 		} else if (ppl_datadir_write_page_of(e->dd, space, ino, page_no, frame, ps) != 0) {
 			SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " could not be written to its "
 				"file: %s; its doublewrite slot is kept", e->datadir, space, page_no, strerror(errno));
+			/* this slot's image is the newest: older ones of the page go */
+			ppl_pool_dw_release_page(e->pool, space, page_no, slot);
 		} else {
 			ppl_pool_dw_release(e->pool, slot);
+			if (kept) /* the file now durably holds a newer image */
+				ppl_pool_dw_release_page(e->pool, space, page_no, -1);
 			page_settled(e, n, frame);
 			__atomic_add_fetch(&e->materialized, 1, __ATOMIC_RELAXED);
 			rc = 0;

@@ -11,7 +11,6 @@
  * files only read the node, and call in here (store_stop_ingest,
  * store_after_restart_parse) when a checkpoint or an elision question
  * vouches for log that was held back. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -35,48 +34,61 @@
 
 /* ---- redo ingest ---------------------------------------------------------- */
 
-static int read_file(const char *dir, const char *name, void *buf, size_t len, uint64_t off, uint64_t *size)
+static int read_file(struct ppl_store *e, const char *name, void *buf, size_t len, uint64_t off, uint64_t *size)
 {
+	const struct ppl_io *io = e->env.io;
 	char path[4096];
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	int fd = open(path, O_RDONLY);
+	snprintf(path, sizeof(path), "%s/%s", e->datadir, name);
+	int fd = io->open(io->arg, path, O_RDONLY);
 	if (fd < 0)
 		return -1;
 	struct stat st;
-	ssize_t got = len ? pread(fd, buf, len, (off_t)off) : 0;
+	ssize_t got = len ? io->pread(io->arg, fd, buf, len, (off_t)off) : 0;
 	if (size)
-		*size = fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0;
-	close(fd);
+		*size = io->fstat(io->arg, fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+	io->close(io->arg, fd);
 	return got == (ssize_t)len ? 0 : -1;
 }
 
 /* The directory holding the ib_logfile0 with this inode (0: any): the export
  * itself, or a directory up to three levels down (a datadir inside the
  * export). */
-static bool find_log(const char *dir, uint64_t ino, int depth, char *out, size_t outlen)
+static bool find_log(struct ppl_store *e, const char *dir, uint64_t ino, int depth, char *out, size_t outlen);
+
+struct log_search {
+	struct ppl_store *e;
+	const char *dir;
+	uint64_t ino;
+	int depth;
+	char *out;
+	size_t outlen;
+};
+
+static int find_log_entry(void *arg, const char *name, enum ppl_io_type type)
+{
+	struct log_search *ls = arg;
+	char p[4096];
+	struct stat st;
+	if (name[0] == '.' || (type != PPL_IO_DIR && type != PPL_IO_UNKNOWN))
+		return 0;
+	snprintf(p, sizeof(p), "%s/%s", ls->dir, name);
+	return store_stat(ls->e, p, &st) == 0 && S_ISDIR(st.st_mode) &&
+	       find_log(ls->e, p, ls->ino, ls->depth - 1, ls->out, ls->outlen);
+}
+
+static bool find_log(struct ppl_store *e, const char *dir, uint64_t ino, int depth, char *out, size_t outlen)
 {
 	char p[4096];
 	struct stat st;
 	snprintf(p, sizeof(p), "%s/ib_logfile0", dir);
-	if (stat(p, &st) == 0 && (ino == 0 || (uint64_t)st.st_ino == ino)) {
+	if (store_stat(e, p, &st) == 0 && (ino == 0 || (uint64_t)st.st_ino == ino)) {
 		snprintf(out, outlen, "%s", dir);
 		return true;
 	}
 	if (depth == 0)
 		return false;
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	bool found = false;
-	while (d && !found && (de = readdir(d)) != NULL) {
-		if (de->d_name[0] == '.' || (de->d_type != DT_DIR && de->d_type != DT_UNKNOWN))
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-		if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
-			found = find_log(p, ino, depth - 1, out, outlen);
-	}
-	if (d)
-		closedir(d);
-	return found;
+	struct log_search ls = { .e = e, .dir = dir, .ino = ino, .depth = depth, .out = out, .outlen = outlen };
+	return e->env.io->list(e->env.io->arg, dir, find_log_entry, &ls) > 0;
 }
 
 static void pool_forget_datadir(struct ppl_store *e, const char *old);
@@ -84,7 +96,7 @@ static void pool_forget_datadir(struct ppl_store *e, const char *old);
 static bool locate_datadir(struct ppl_store *e, uint64_t log_fileid)
 {
 	char dir[4096];
-	if (!find_log(e->exportdir, log_fileid, 3, dir, sizeof(dir)))
+	if (!find_log(e, e->exportdir, log_fileid, 3, dir, sizeof(dir)))
 		return false;
 	if (strcmp(dir, e->datadir) == 0)
 		return true;
@@ -106,7 +118,7 @@ static bool locate_datadir(struct ppl_store *e, uint64_t log_fileid)
 static int make_node(struct ppl_store *e, bool from_file)
 {
 	uint8_t hdr[PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS + 4];
-	if (read_file(e->datadir, "ibdata1", hdr, sizeof(hdr), 0, NULL) != 0)
+	if (read_file(e, "ibdata1", hdr, sizeof(hdr), 0, NULL) != 0)
 		return -1;
 	uint32_t flags = ppl_rd4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS);
 	if (flags == 0 && ppl_rd4(hdr + PPL_FIL_PAGE_SPACE_ID) == 0 && ppl_page_lsn(hdr) == 0)
@@ -136,7 +148,7 @@ static int make_node(struct ppl_store *e, bool from_file)
 			"on every read", e->datadir, e->cache_bytes);
 	if (e->dd == NULL) {
 		char err[256];
-		e->dd = ppl_datadir_open(e->datadir, err, sizeof(err));
+		e->dd = ppl_datadir_open(e->datadir, e->env.io, err, sizeof(err));
 	}
 	return 0;
 }
@@ -161,7 +173,7 @@ static int feed_file_to(struct ppl_store *e, struct ppl_node *n, uint64_t from, 
 	int rc = 0;
 	while (from < to && rc == 0) {
 		size_t len = to - from > (1 << 20) ? (1 << 20) : (size_t)(to - from);
-		if (read_file(e->datadir, "ib_logfile0", b, len, from, NULL) != 0 ||
+		if (read_file(e, "ib_logfile0", b, len, from, NULL) != 0 ||
 		    (hold ? ppl_node_log_hold(n, from, b, len) : ppl_node_log_write(n, from, b, len)) != 0)
 			rc = -1;
 		from += len;
@@ -233,7 +245,7 @@ static uint64_t valid_end(struct ppl_store *e, uint64_t ck_lsn, uint64_t from, u
 	struct ppl_node *n = ppl_node_new(&c);
 	uint8_t *hdr = malloc(area);
 	uint64_t end = 0;
-	if (n != NULL && hdr != NULL && read_file(e->datadir, "ib_logfile0", hdr, area, 0, NULL) == 0 &&
+	if (n != NULL && hdr != NULL && read_file(e, "ib_logfile0", hdr, area, 0, NULL) == 0 &&
 	    ppl_node_log_open(n, size) == 0 && ppl_node_log_write(n, 0, hdr, area) == 0 &&
 	    ppl_node_log_start(n, ck_lsn) == 0 && feed_circle(e, n, from, size - area, size, area, true) == 0)
 		end = ppl_node_parsed_lsn(n);
@@ -282,7 +294,7 @@ static int note_held(struct ppl_store *e, uint64_t at, uint64_t off, uint64_t le
 	uint8_t *hdr = malloc(area);
 	struct held_walk w = { 0 };
 	int rc = -1;
-	if (n != NULL && hdr != NULL && read_file(e->datadir, "ib_logfile0", hdr, area, 0, NULL) == 0 &&
+	if (n != NULL && hdr != NULL && read_file(e, "ib_logfile0", hdr, area, 0, NULL) == 0 &&
 	    ppl_node_log_open(n, size) == 0 && ppl_node_log_write(n, 0, hdr, area) == 0 &&
 	    ppl_node_log_start(n, at) == 0 && feed_circle(e, n, off, len, size, area, false) == 0) {
 		/* the scratch reader, too, keeps the end of what it was fed
@@ -668,7 +680,7 @@ static int start_ingest(struct ppl_store *e, uint64_t write_end)
 	uint8_t *hdr = malloc(area);
 	if (hdr == NULL)
 		return -1;
-	int got = read_file(e->datadir, "ib_logfile0", hdr, area, 0, &size);
+	int got = read_file(e, "ib_logfile0", hdr, area, 0, &size);
 	if (got != 0 || size <= area || (write_end != TO_END && write_end < area)) {
 		free(hdr);
 		return 0; /* the header is not written yet */
@@ -752,7 +764,7 @@ void ppl_store_start_from_disk(struct ppl_store *e)
 		char path[4096];
 		struct stat st;
 		snprintf(path, sizeof(path), "%s/ib_logfile0", e->datadir);
-		if (stat(path, &st) == 0)
+		if (store_stat(e, path, &st) == 0)
 			e->log_fileid = (uint64_t)st.st_ino;
 		e->log_write_ns = store_now_ns(e);
 		start_ingest(e, TO_END);

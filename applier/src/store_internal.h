@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 
 #include "ppl/histogram.h"
@@ -31,7 +32,7 @@
 #define STOPPED(e) __atomic_load_n(&(e)->stopped, __ATOMIC_ACQUIRE)
 
 struct ppl_store {
-	struct ppl_store_env env;     /* the host's logger, thread hook and clock */
+	struct ppl_store_env env;     /* the host's logger, thread hook, clock and I/O table (never NULL) */
 	char *exportdir;
 	char *datadir;                 /* where ib_logfile0 is: the export, or a directory in it */
 	pthread_mutex_t log_lock;      /* ingest is one thread at a time (node.h) */
@@ -176,8 +177,10 @@ struct due {
  * plugins must neither see nor bind a generic name like these). */
 #pragma GCC visibility push(hidden)
 
-/* store.c: the clock, the published node, the parts' logger, which space a file holds */
+/* store.c: the clock, file status, the published node, the parts' logger, which space a file holds */
 
+/* stat(2) through the host's I/O table (ppl_store_env.io). */
+int store_stat(const struct ppl_store *e, const char *path, struct stat *st);
 /* The host's monotonic clock (ppl_store_env.now_ns), or CLOCK_MONOTONIC. */
 uint64_t store_now_ns(const struct ppl_store *e);
 /* The published node; outside log_lock only inside an RCU read-side section. */
@@ -239,6 +242,10 @@ unsigned store_key_part(uint64_t key, unsigned nparts);
 void store_collect_due(void *arg, uint32_t space, uint32_t page_no, const struct ppl_node_page_info *i);
 /* A log write that holds a checkpoint block: what it passes is settled first (I3); 0 or an errno. */
 int store_checkpoint_gate(struct ppl_store *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len);
+/* A data-file write of the page failed earlier and its doublewrite slot was
+ * kept: true, and frame (the file's page) replaced by the kept image when it
+ * is torn or not newer. The page's stripe held, or a read of it in flight. */
+bool store_dw_kept_base(struct ppl_store *e, uint32_t space, uint32_t page_no, uint8_t *frame);
 /* Writes every elided page into its data file (a clean stop, a detach). */
 void store_materialize_elided(struct ppl_store *e, struct ppl_node *n);
 /* A page's base as its data file holds it, for the node (verify mode, the elision verdict). */

@@ -106,6 +106,9 @@ static int read_pages(struct ppl_store *e, struct ppl_node *n, uint64_t fileid, 
 		uint64_t gen = e->cache ? ppl_page_cache_generation(e->cache) : 0;
 		if (!ppl_node_page_info(n, space, page_no, &info))
 			continue;
+		/* torn by a write of the store's that failed: the image that
+		 * write staged is the base */
+		bool restored = !ppl_page_crc_ok(frame, ps) && store_dw_kept_base(e, space, page_no, frame);
 		/* the log initializes the page: the rebuild does not read the base */
 		uint64_t base = info.from_init ? 0 : ppl_page_lsn(frame);
 		uint32_t base_sum = info.from_init ? 0 : ppl_rd4(frame + ps - 4);
@@ -125,7 +128,7 @@ static int read_pages(struct ppl_store *e, struct ppl_node *n, uint64_t fileid, 
 			rc = EIO;
 			break;
 		}
-		if (changed) {
+		if (changed || restored) {
 			store_iov_copy(iov, iovcnt, p - off, frame, ps, false);
 			__atomic_add_fetch(&e->pages_rebuilt, 1, __ATOMIC_RELAXED);
 			ppl_histogram_add(&e->mtrs_per_rebuild, info.chunks);
@@ -156,7 +159,10 @@ static int read_pages(struct ppl_store *e, struct ppl_node *n, uint64_t fileid, 
 			return ENOMEM;
 		bool changed = false;
 		struct ppl_apply_error err;
-		if (e->dd == NULL || ppl_datadir_read_page(e->dd, space, (uint32_t)pg, frame, ps) != 0 ||
+		bool readable = e->dd != NULL && ppl_datadir_read_page(e->dd, space, (uint32_t)pg, frame, ps) == 0;
+		if (readable && !ppl_page_crc_ok(frame, ps))
+			store_dw_kept_base(e, space, (uint32_t)pg, frame); /* torn by a failed write of the store's */
+		if (!readable ||
 		    ppl_node_rebuild(n, space, (uint32_t)pg, frame, UINT64_MAX, &changed, &err) != PPL_APPLY_OK) {
 			__atomic_add_fetch(&e->rebuild_failures, 1, __ATOMIC_RELAXED);
 			SLOG(e, PPL_LOG_CRIT, "PPL: %s: a READ of part of page %" PRIu32 ":%" PRIu64 " cannot be "

@@ -40,4 +40,6 @@ static void thread_started(void *arg, const char *name)
 const struct ppl_store_env ppl_ganesha_env = {
 	.log = {.log = emit, .enabled = enabled},
 	.thread_started = thread_started,
+	/* .io NULL: the store reads and writes the export's files with the
+	 * system calls, as the sub-FSAL (VFS) does the same local files */
 };

@@ -169,7 +169,7 @@ static int cmd_check(struct args *a)
 {
 	char err[512];
 	struct ppl_datadir *dd = NULL;
-	if (a->datadir && (dd = ppl_datadir_open(a->datadir, err, sizeof(err))) == NULL) {
+	if (a->datadir && (dd = ppl_datadir_open(a->datadir, NULL, err, sizeof(err))) == NULL) {
 		fprintf(stderr, "ppl-inspect: %s\n", err);
 		return 2;
 	}

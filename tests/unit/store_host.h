@@ -4,7 +4,10 @@
  * pages; the log from redo_synth.h) and a pool, writes the files itself
  * and calls the store around each write and read as the FSAL's hooks do,
  * asks elision questions directly, injects the clock and collects the
- * store's log lines. Header-only: each program has one host. */
+ * store's log lines. The store's own file I/O goes through h->io (NULL:
+ * POSIX; tests/unit/test_store_faults.c gives a table that fails chosen
+ * calls); the host's reads and writes are its own, as the FSAL's sub-FSAL
+ * does them. Header-only: each program has one host. */
 #ifndef PPL_TEST_STORE_HOST_H
 #define PPL_TEST_STORE_HOST_H
 
@@ -43,6 +46,7 @@ struct host {
 	pthread_mutex_t lines_lock;  /* the store logs from its own threads too */
 	char lines[64][512];
 	int nlines;
+	const struct ppl_io *io;     /* the store's file I/O (NULL: POSIX); set after host_make */
 	struct ppl_store *s;
 };
 
@@ -185,16 +189,22 @@ static inline void host_page_write(struct host *h, uint32_t page_no, const uint8
 	ppl_store_write_end(h->s, false, h->ibd_ino, off, PS);
 }
 
-/* The host's read of one page: begin, the file, the store, end. */
+/* The host's read of len bytes at off of the table's file: begin, the
+ * file, the store, end. */
+static inline int host_read_at(struct host *h, uint64_t off, uint8_t *out, size_t len)
+{
+	ppl_store_read_begin(h->s, h->ibd_ino, off, len);
+	read_file(h->ibd_path, out, len, (off_t)off);
+	struct iovec iov = {out, len};
+	int rc = ppl_store_read(h->s, h->ibd_ino, off, &iov, 1, len);
+	ppl_store_read_end(h->s, h->ibd_ino, off, len);
+	return rc;
+}
+
+/* The host's read of one page. */
 static inline int host_read(struct host *h, uint32_t page_no, uint8_t *out)
 {
-	uint64_t off = (uint64_t)page_no * PS;
-	ppl_store_read_begin(h->s, h->ibd_ino, off, PS);
-	read_file(h->ibd_path, out, PS, (off_t)off);
-	struct iovec iov = {out, PS};
-	int rc = ppl_store_read(h->s, h->ibd_ino, off, &iov, 1, PS);
-	ppl_store_read_end(h->s, h->ibd_ino, off, PS);
-	return rc;
+	return host_read_at(h, (uint64_t)page_no * PS, out, PS);
 }
 
 /* The datadir, the log file and a pool of geometry g (NULL: 8 MiB, the
@@ -244,7 +254,7 @@ static inline void host_start_threads(struct host *h, unsigned apply_threads)
 	h->nlines = 0;
 	pthread_mutex_unlock(&h->lines_lock);
 	h->clock_ns = START_NS;
-	struct ppl_store_env env = {.log = {.log = on_log, .arg = h}, .now_ns = clock_of, .clock_arg = h};
+	struct ppl_store_env env = {.log = {.log = on_log, .arg = h}, .now_ns = clock_of, .clock_arg = h, .io = h->io};
 	h->s = ppl_store_new(h->dir, &env);
 	CHECK(h->s != NULL);
 	struct ppl_config c = {.pool_path = h->pool_path, .block_size = 64, .max_per_page = 256,

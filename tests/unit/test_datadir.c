@@ -73,7 +73,7 @@ int main(void)
 	uint64_t blank = make_file("db/b.ibd", 0);
 	uint64_t other = make_file("db/c.ibd", 0);
 
-	struct ppl_datadir *d = ppl_datadir_open(root, err, sizeof(err));
+	struct ppl_datadir *d = ppl_datadir_open(root, NULL, err, sizeof(err));
 	CHECK(d != NULL);
 	if (d == NULL)
 		CHECK_DONE();

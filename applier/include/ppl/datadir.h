@@ -3,7 +3,8 @@
  * page 0; page reads and durable page writes by (space, page). Used where
  * a page has to be fetched or put back by id: the doublewrite restore, the
  * elision decision's base page, materialization. Thread-safe; a space not
- * found makes it look again once (a table created since). */
+ * found makes it look again once (a table created since). Every file
+ * operation goes through the I/O table given at open (ppl/io.h). */
 #ifndef PPL_DATADIR_H
 #define PPL_DATADIR_H
 
@@ -12,9 +13,11 @@
 #include <stdint.h>
 
 struct ppl_datadir;
+struct ppl_io;
 
-/* NULL with a message in err if dir cannot be read. */
-struct ppl_datadir *ppl_datadir_open(const char *dir, char *err, size_t errlen);
+/* NULL with a message in err if dir cannot be read. io: the file I/O
+ * table (NULL: POSIX), used until ppl_datadir_close. */
+struct ppl_datadir *ppl_datadir_open(const char *dir, const struct ppl_io *io, char *err, size_t errlen);
 void ppl_datadir_close(struct ppl_datadir *d);
 size_t ppl_datadir_spaces(struct ppl_datadir *d);
 /* How many notes (from the log, and bindings learned from pages) are kept:

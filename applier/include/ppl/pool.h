@@ -228,6 +228,16 @@ uint64_t ppl_pool_durable_lsn(const struct ppl_pool *p);
 int ppl_pool_dw_stage(struct ppl_pool *p, uint32_t space, uint32_t page_no, const uint8_t *image, size_t size,
 		      char *err, size_t errlen);
 void ppl_pool_dw_release(struct ppl_pool *p, int slot);
+/* A slot of the page staged and never released: its data-file write
+ * failed (the file's page may be torn, or written but not durable). The
+ * newest such slot's page LSN in *lsn and image in *img (the pool's
+ * mapping: valid until the slot is released); -1 if none. The caller
+ * keeps every other materialization of the page out meanwhile (its
+ * stripe), so no slot of the page is in flight. */
+int ppl_pool_dw_kept(struct ppl_pool *p, uint32_t space, uint32_t page_no, uint64_t *lsn, const uint8_t **img);
+/* Releases the page's slots but `keep` (-1: all): a newer image of the
+ * page is durable, in its data file or in slot `keep`. */
+void ppl_pool_dw_release_page(struct ppl_pool *p, uint32_t space, uint32_t page_no, int keep);
 
 /* Slots in use (for inspection). fn gets space, page, page LSN and size. */
 void ppl_pool_dw_for_each(struct ppl_pool *p,

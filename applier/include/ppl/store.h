@@ -12,7 +12,7 @@
  * Using it. A host (the FSAL: ganesha-fsal-ppl/src/ppl_hooks.c; a test:
  * tests/unit/test_store.c) does
  *
- *     s = ppl_store_new(export_dir, &env);          logger, thread hook, clock
+ *     s = ppl_store_new(export_dir, &env);          logger, thread hook, clock, I/O
  *     ppl_store_start_elision(s, &cfg, err, len);   if elision is on (a pool)
  *     ppl_store_start_from_disk(s);                 a log already there (I6)
  *
@@ -29,13 +29,23 @@
  * written into its file). ppl_store_write_begin of a checkpoint block is
  * the checkpoint gate: a non-zero return must fail that WRITE (I3).
  *
+ * I/O. The store's own reads and writes of the export's files (the log
+ * read at ingest, pages read to rebuild or materialize them, pages
+ * written into their files, the directory scans) go through the I/O
+ * table of env.io (ppl/io.h; NULL: the system calls), and so do the
+ * datadir map's (datadir.c); its log lines through env.log. It never
+ * calls the host otherwise, so it runs under a test harness, and tests
+ * make a write fail with EIO or ENOSPC, a sync fail, a read fail
+ * (tests/unit/test_store_faults.c). The pmem pool is not file I/O: it is
+ * mapped with libpmem (pool.c).
+ *
  * Files. The store is applier/src/store.c (its life, which space a file
  * holds) and, one concern each, store_ingest.c (redo ingest, the held
  * tail, the pool's records put back), store_pages.c (page reads and
  * writes, verify, the stripes), store_gate.c (the elided set, settle and
  * materialize, the checkpoint gate, the elision decision), store_workers.c
  * (Apply_Threads) and store_figures.c (figures, stats lines); they share
- * store_internal.h.
+ * store_internal.h. The POSIX I/O table is applier/src/io_posix.c.
  *
  * Threads. The host's threads call in concurrently; the store adds the
  * elision service's threads (applier/src/elision_server.c), Apply_Threads
@@ -94,6 +104,7 @@
 #include <sys/uio.h>
 
 #include "ppl/elision_server.h"
+#include "ppl/io.h"
 #include "ppl/log.h"
 #include "ppl/node.h"
 #include "ppl/pool.h"
@@ -102,8 +113,8 @@
 struct ppl_store;
 struct ppl_config;
 
-/* What the host gives the store: it never logs, names a thread or reads
- * the clock but through these. */
+/* What the host gives the store: it never logs, names a thread, reads
+ * the clock or touches a file of the export but through these. */
 struct ppl_store_env {
 	struct ppl_logger log;
 	/* Called first in each thread the store starts (the apply workers),
@@ -114,6 +125,10 @@ struct ppl_store_env {
 	 * their own to reach timeouts without waiting. */
 	uint64_t (*now_ns)(void *arg);
 	void *clock_arg;
+	/* Every file operation on the export's files (ppl/io.h: which calls,
+	 * from which threads; it must outlive the store). NULL: POSIX, as
+	 * the FSAL has it. Tests inject faults through it. */
+	const struct ppl_io *io;
 };
 
 /* The store of the export whose directory is datadir (MariaDB's datadir

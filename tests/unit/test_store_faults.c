@@ -1,0 +1,270 @@
+/* The store when its own file I/O fails, driven by the host of
+ * store_host.h with an I/O table (ppl/io.h) that wraps POSIX and fails
+ * one chosen call on one chosen file: a page write into the data file
+ * (EIO, or ENOSPC: a full disk, with nothing written or half the page),
+ * the fdatasync after it, a read of the data file. They found that a
+ * page whose write had failed was later taken as written: read back
+ * from the page cache after a failed fdatasync, or from its torn half
+ * (its records then dropped), and that each failure kept one more
+ * doublewrite slot until none was left.
+ *
+ * What matters: a page MariaDB was told is written exists somewhere
+ * durable, and a read never returns a wrong page. So a checkpoint that
+ * needs a page the store could not write is refused (MariaDB stops
+ * rather than lose it) with a CRIT line that says why; the page is still
+ * served rebuilt meanwhile; once the fault is gone the next checkpoint
+ * passes and the data file holds MariaDB's page. A read the store must
+ * rebuild from a data file it cannot read fails with EIO, and is served
+ * right once the file can be read again. */
+#include <pthread.h>
+#include <stdio.h>
+
+#include "ppl/io.h"
+#include "store_host.h"
+
+/* ---- the faulty table ------------------------------------------------------ */
+
+enum fault_call { FAULT_NONE, FAULT_PREAD, FAULT_PWRITE, FAULT_SYNC };
+
+#define MAX_FDS 1024
+
+/* One fault at a time: `call` on the file at `path` fails with `err`
+ * (FAULT_PWRITE with short: half the bytes are written, as a disk that
+ * fills up in the middle of the write). The path of every descriptor the
+ * store opens is kept, to know which file a call is on. */
+static struct faults {
+	pthread_mutex_t lock;
+	enum fault_call call;
+	char path[300];
+	int err;
+	bool short_write;
+	unsigned hits;
+	char fd_path[MAX_FDS][300];
+} F = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void fault_set(enum fault_call call, const char *path, int err, bool short_write)
+{
+	pthread_mutex_lock(&F.lock);
+	F.call = call;
+	snprintf(F.path, sizeof F.path, "%s", path);
+	F.err = err;
+	F.short_write = short_write;
+	F.hits = 0;
+	pthread_mutex_unlock(&F.lock);
+}
+
+static unsigned fault_clear(void)
+{
+	pthread_mutex_lock(&F.lock);
+	unsigned hits = F.hits;
+	F.call = FAULT_NONE;
+	pthread_mutex_unlock(&F.lock);
+	return hits;
+}
+
+/* Whether `call` on fd is the one that fails (counted). */
+static bool fault_hits(enum fault_call call, int fd)
+{
+	pthread_mutex_lock(&F.lock);
+	bool hit = F.call == call && fd >= 0 && fd < MAX_FDS && strcmp(F.fd_path[fd], F.path) == 0;
+	if (hit)
+		F.hits++;
+	pthread_mutex_unlock(&F.lock);
+	return hit;
+}
+
+static const struct ppl_io *posix(void)
+{
+	return ppl_io_posix();
+}
+
+static int f_open(void *arg, const char *path, int flags)
+{
+	(void)arg;
+	int fd = posix()->open(posix()->arg, path, flags);
+	if (fd >= 0 && fd < MAX_FDS) {
+		pthread_mutex_lock(&F.lock);
+		snprintf(F.fd_path[fd], sizeof F.fd_path[fd], "%s", path);
+		pthread_mutex_unlock(&F.lock);
+	}
+	return fd;
+}
+
+static ssize_t f_pread(void *arg, int fd, void *buf, size_t len, off_t off)
+{
+	(void)arg;
+	if (fault_hits(FAULT_PREAD, fd)) {
+		errno = F.err;
+		return -1;
+	}
+	return posix()->pread(posix()->arg, fd, buf, len, off);
+}
+
+static ssize_t f_pwrite(void *arg, int fd, const void *buf, size_t len, off_t off)
+{
+	(void)arg;
+	if (fault_hits(FAULT_PWRITE, fd)) {
+		if (F.short_write)
+			return posix()->pwrite(posix()->arg, fd, buf, len / 2, off);
+		errno = F.err;
+		return -1;
+	}
+	return posix()->pwrite(posix()->arg, fd, buf, len, off);
+}
+
+static int f_sync(void *arg, int fd)
+{
+	(void)arg;
+	if (fault_hits(FAULT_SYNC, fd)) {
+		errno = F.err;
+		return -1;
+	}
+	return posix()->sync(posix()->arg, fd);
+}
+
+static int f_close(void *arg, int fd)
+{
+	(void)arg;
+	if (fd >= 0 && fd < MAX_FDS) {
+		pthread_mutex_lock(&F.lock);
+		F.fd_path[fd][0] = '\0';
+		pthread_mutex_unlock(&F.lock);
+	}
+	return posix()->close(posix()->arg, fd);
+}
+
+/* POSIX, but for the calls that can fail here. */
+static struct ppl_io faulty;
+
+static const struct ppl_io *faulty_io(void)
+{
+	faulty = *ppl_io_posix();
+	faulty.open = f_open;
+	faulty.pread = f_pread;
+	faulty.pwrite = f_pwrite;
+	faulty.sync = f_sync;
+	faulty.close = f_close;
+	return &faulty;
+}
+
+static void count_slot(void *arg, int slot, uint32_t space, uint32_t page_no, uint64_t lsn, uint32_t size,
+		       bool intact)
+{
+	(void)slot, (void)space, (void)page_no, (void)lsn, (void)size, (void)intact;
+	(*(unsigned *)arg)++;
+}
+
+/* Doublewrite slots in use: one is kept per page whose write failed. */
+static unsigned dw_slots_in_use(struct host *h)
+{
+	unsigned n = 0;
+	ppl_pool_dw_for_each(ppl_store_pool(h->s), count_slot, &n);
+	return n;
+}
+
+/* The host's store over the faulty table. */
+static void open_faulty(struct host *h)
+{
+	host_make(h);
+	h->io = faulty_io();
+	host_start(h);
+}
+
+/* ---- the tests ------------------------------------------------------------- */
+
+/* Page 3 changed (len bytes at byte 2000) and its write elided. */
+static void elide_change(struct host *h, uint8_t fill, size_t len, uint8_t *image)
+{
+	read_file(h->ibd_path, image, PS, 3 * PS);
+	change(h, 3, 2000, fill, len, image);
+	flush_log(h);
+	CHECK_EQ_U(ask(h, 3, image, PS), PPL_ELIDE_ACK);
+}
+
+/* The gate's write of the page into its data file fails (the pwrite, or
+ * the fdatasync after it): the checkpoint write is refused and a CRIT
+ * line says what happened, the page is served rebuilt all the while (from
+ * the image its doublewrite slot kept if the file's page is torn), and
+ * once the fault is gone the next checkpoint writes the page again and
+ * passes: even when the file seems to hold it already (after a failed
+ * fdatasync the bytes may be in the page cache only), and even when it
+ * is torn (half written: its header already names the new LSN, so a
+ * rebuild from it would change nothing). One doublewrite slot is kept
+ * for the page however often its write fails, none once it succeeds.
+ * `expect` is the error the CRIT line names. */
+static void test_gate_write_fails(const char *what, enum fault_call call, int err, bool short_write,
+				  const char *expect)
+{
+	printf("gate, %s\n", what);
+	struct host h;
+	open_faulty(&h);
+	static uint8_t image[PS], got[PS];
+	/* more records than the per-page pool cap (256 B): MariaDB's next
+	 * checkpoint can pass them only once the page is in its data file */
+	elide_change(&h, 0x22, 300, image);
+
+	fault_set(call, h.ibd_path, err, short_write);
+	CHECK(checkpoint(&h, h.l.lsn) != 0);
+	CHECK(F.hits > 0);
+	CHECK(logged(&h, "CRIT"));
+	CHECK(logged(&h, "could not be written to its file"));
+	CHECK(logged(&h, expect));
+	CHECK(logged(&h, "checkpoint write"));
+	CHECK(checkpoint(&h, h.l.lsn) != 0); /* again: still refused */
+	CHECK_EQ_U(dw_slots_in_use(&h), 1);
+	struct ppl_store_figures f;
+	ppl_store_figures(h.s, &f);
+	CHECK_EQ_U(f.materialized, 0);
+	/* MariaDB's page, whatever the file holds now */
+	CHECK_EQ_U(host_read(&h, 3, got), 0);
+	CHECK(memcmp(got, image, PS) == 0);
+
+	fault_clear();
+	CHECK_EQ_U(checkpoint(&h, h.l.lsn), 0);
+	ppl_store_figures(h.s, &f);
+	CHECK_EQ_U(f.materialized, 1);
+	CHECK_EQ_U(dw_slots_in_use(&h), 0);
+	read_file(h.ibd_path, got, PS, 3 * PS);
+	CHECK(memcmp(got, image, PS) == 0); /* the file holds MariaDB's page */
+	CHECK_EQ_U(host_read(&h, 3, got), 0);
+	CHECK(memcmp(got, image, PS) == 0);
+	host_close(&h);
+}
+
+/* A read of part of an elided page (never InnoDB's own, but a client's):
+ * the store rebuilds the whole page from its data file and copies the
+ * part. When the data file cannot be read, the READ fails with EIO
+ * rather than return stale bytes; once it can, the bytes are MariaDB's. */
+static void test_read_fails(void)
+{
+	printf("read of the data file fails\n");
+	struct host h;
+	open_faulty(&h);
+	static uint8_t image[PS], got[PS];
+	elide_change(&h, 0x33, 100, image);
+
+	fault_set(FAULT_PREAD, h.ibd_path, EIO, false);
+	CHECK_EQ_U(host_read_at(&h, 3 * PS + 1990, got, 200), EIO);
+	CHECK(F.hits > 0);
+	CHECK(logged(&h, "cannot be served rebuilt"));
+	fault_clear();
+
+	memset(got, 0, 200);
+	CHECK_EQ_U(host_read_at(&h, 3 * PS + 1990, got, 200), 0);
+	CHECK(memcmp(got, image + 1990, 200) == 0);
+	CHECK_EQ_U(host_read(&h, 3, got), 0);
+	CHECK(memcmp(got, image, PS) == 0);
+	host_close(&h);
+}
+
+int main(void)
+{
+	test_gate_write_fails("the page write fails with EIO", FAULT_PWRITE, EIO, false, strerror(EIO));
+	test_gate_write_fails("the disk is full (ENOSPC, nothing written)", FAULT_PWRITE, ENOSPC, false,
+			      strerror(ENOSPC));
+	test_gate_write_fails("the disk fills up in the middle of the page (half written)", FAULT_PWRITE, ENOSPC,
+			      true, strerror(ENOSPC));
+	test_gate_write_fails("fdatasync fails with EIO", FAULT_SYNC, EIO, false, strerror(EIO));
+	test_read_fails();
+	CHECK_DONE();
+}
