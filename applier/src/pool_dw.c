@@ -71,13 +71,25 @@ int ppl_pool_dw_stage(struct ppl_pool *p, uint32_t space, uint32_t page_no, cons
 	pthread_mutex_lock(&p->dw_lock);
 	int slot;
 	for (;;) {
+		int kept = 0;
 		for (slot = 0; slot < (int)p->sb.dw_slots && p->dw_busy[slot]; slot++)
-			;
+			kept += p->dw_busy[slot] == DW_KEPT;
 		if (slot < (int)p->sb.dw_slots)
 			break;
+		/* Waiting is for a slot in flight to come back; a kept one
+		 * comes back only once its page is written, which a failing
+		 * disk may never allow: say so rather than wait forever. */
+		if (kept == (int)p->sb.dw_slots) {
+			pthread_mutex_unlock(&p->dw_lock);
+			snprintf(err, errlen, "every doublewrite slot (%u) holds a page whose data-file write failed: "
+				 "the data files cannot be written (a full or failing disk?); free space or fix the "
+				 "disk, then restart the storage node: opening the pool writes the kept pages into "
+				 "their files", p->sb.dw_slots);
+			return -1;
+		}
 		pthread_cond_wait(&p->dw_cond, &p->dw_lock);
 	}
-	p->dw_busy[slot] = 1;
+	p->dw_busy[slot] = DW_IN_FLIGHT;
 	p->dw_page[slot] = (uint64_t)space << 32 | page_no;
 	uint64_t seq = ++p->dw_seq;
 	pthread_mutex_unlock(&p->dw_lock);
@@ -108,6 +120,16 @@ void ppl_pool_dw_release(struct ppl_pool *p, int slot)
 	pthread_mutex_lock(&p->dw_lock);
 	p->dw_busy[slot] = 0;
 	pthread_cond_signal(&p->dw_cond);
+	pthread_mutex_unlock(&p->dw_lock);
+}
+
+void ppl_pool_dw_keep(struct ppl_pool *p, int slot)
+{
+	if (slot < 0 || slot >= (int)p->sb.dw_slots)
+		return;
+	pthread_mutex_lock(&p->dw_lock);
+	if (p->dw_busy[slot])
+		p->dw_busy[slot] = DW_KEPT;
 	pthread_mutex_unlock(&p->dw_lock);
 }
 
@@ -202,19 +224,19 @@ void pool_dw_recover(struct ppl_pool *p, struct ppl_pool_recovery *rec)
 		if (p->opt.read_page == NULL) {
 			rec->dw_unreadable++;
 			if (!p->read_only)
-				p->dw_busy[s] = 1; /* keep it for an open that can check the page */
+				p->dw_busy[s] = DW_KEPT; /* for an open that can check the page */
 			continue;
 		}
 		if (buf == NULL && (buf = malloc(p->sb.dw_page_size)) == NULL) {
 			rec->dw_unreadable++;
-			p->dw_busy[s] = 1;
+			p->dw_busy[s] = DW_KEPT;
 			continue;
 		}
 		if (p->opt.read_page(p->opt.page_arg, h.space, h.page_no, buf, h.size) != 0) {
 			rec->dw_unreadable++;
 			pool_logf(p, "pool doublewrite slot %d: data-file page %u:%u cannot be read; the slot is kept "
 				  "so a later open can repair it", s, h.space, h.page_no);
-			p->dw_busy[s] = 1;
+			p->dw_busy[s] = DW_KEPT;
 			continue;
 		}
 		bool torn = !ppl_page_crc_ok(buf, h.size);
@@ -232,7 +254,7 @@ void pool_dw_recover(struct ppl_pool *p, struct ppl_pool_recovery *rec)
 				  h.space, h.page_no, torn ? "torn" : "older than the slot",
 				  p->read_only ? " (read-only open)" : ": the write failed; the slot is kept");
 			if (!p->read_only)
-				p->dw_busy[s] = 1;
+				p->dw_busy[s] = DW_KEPT;
 			continue;
 		}
 		rec->dw_restored++;

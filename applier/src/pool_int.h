@@ -63,6 +63,13 @@ struct dir_ent {
 	uint8_t consumed;
 };
 
+/* What a doublewrite slot is doing in memory (dw_busy): being staged
+ * or written (it comes back by itself), or kept because its page's
+ * data-file write failed or could not be checked (it comes back only
+ * once the page is written). */
+#define DW_IN_FLIGHT 1u
+#define DW_KEPT 2u
+
 struct ppl_pool {
 	struct pool_pm pm;
 	bool read_only;
@@ -104,7 +111,7 @@ struct ppl_pool {
 
 	pthread_mutex_t dw_lock;
 	pthread_cond_t dw_cond;
-	uint8_t *dw_busy;
+	uint8_t *dw_busy;        /* 0 free, DW_IN_FLIGHT, DW_KEPT (dw_lock) */
 	uint64_t *dw_page;       /* space << 32 | page of each busy slot (dw_lock) */
 	uint64_t dw_seq;
 

@@ -297,6 +297,7 @@ static int materialize(struct ppl_store *e, struct ppl_node *n, uint32_t space, 
 			SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " could not be written to its "
 				"file: %s; its doublewrite slot is kept", e->datadir, space, page_no, strerror(errno));
 			/* this slot's image is the newest: older ones of the page go */
+			ppl_pool_dw_keep(e->pool, slot);
 			ppl_pool_dw_release_page(e->pool, space, page_no, slot);
 		} else {
 			ppl_pool_dw_release(e->pool, slot);

@@ -231,6 +231,55 @@ static void test_gate_write_fails(const char *what, enum fault_call call, int er
 	host_close(&h);
 }
 
+/* Every doublewrite slot kept by a page whose write failed (here the
+ * pool has one slot; in production 32 pages of a full disk): the next
+ * page to write cannot get a slot. Before, the gate waited for one
+ * forever, holding MariaDB's checkpoint write; now that write is refused
+ * at once, with a CRIT line that says what to do. Once the disk is fixed,
+ * a restart of the storage node writes the kept page from its slot (the
+ * pool's open), ingest finds both pages' records in the log again (the
+ * refused checkpoint did not pass them), and the next checkpoint
+ * materializes them. */
+static void test_every_slot_kept(void)
+{
+	printf("every doublewrite slot kept\n");
+	struct host h;
+	static const struct ppl_pool_geometry one_slot = {.size = 8 << 20, .dw_slots = 1, .dw_page_size = PS};
+	host_make_pool(&h, &one_slot);
+	h.io = faulty_io();
+	host_start(&h);
+	static uint8_t p3[PS], p4[PS], got[PS];
+	read_file(h.ibd_path, p3, PS, 3 * PS);
+	read_file(h.ibd_path, p4, PS, 4 * PS);
+	change(&h, 3, 2000, 0x41, 300, p3); /* over the per-page pool cap: to be materialized */
+	change(&h, 4, 2000, 0x42, 300, p4);
+	flush_log(&h);
+	CHECK_EQ_U(ask(&h, 3, p3, PS), PPL_ELIDE_ACK);
+	CHECK_EQ_U(ask(&h, 4, p4, PS), PPL_ELIDE_ACK);
+
+	fault_set(FAULT_PWRITE, h.ibd_path, ENOSPC, false);
+	CHECK(checkpoint(&h, h.l.lsn) != 0); /* page 3's write fails: its slot is kept */
+	CHECK(checkpoint(&h, h.l.lsn) != 0); /* MariaDB tries again: no slot left */
+	CHECK(logged(&h, "every doublewrite slot (1) holds a page whose data-file write failed"));
+	CHECK_EQ_U(dw_slots_in_use(&h), 1);
+	CHECK_EQ_U(host_read(&h, 3, got), 0);
+	CHECK(memcmp(got, p3, PS) == 0);
+	CHECK_EQ_U(host_read(&h, 4, got), 0);
+	CHECK(memcmp(got, p4, PS) == 0);
+
+	/* the disk is fixed; the storage node restarts */
+	fault_clear();
+	ppl_store_free(h.s);
+	host_start(&h);
+	CHECK_EQ_U(dw_slots_in_use(&h), 0);
+	CHECK_EQ_U(checkpoint(&h, h.l.lsn), 0);
+	read_file(h.ibd_path, got, PS, 3 * PS);
+	CHECK(memcmp(got, p3, PS) == 0);
+	read_file(h.ibd_path, got, PS, 4 * PS);
+	CHECK(memcmp(got, p4, PS) == 0);
+	host_close(&h);
+}
+
 /* A read of part of an elided page (never InnoDB's own, but a client's):
  * the store rebuilds the whole page from its data file and copies the
  * part. When the data file cannot be read, the READ fails with EIO
@@ -265,6 +314,7 @@ int main(void)
 	test_gate_write_fails("the disk fills up in the middle of the page (half written)", FAULT_PWRITE, ENOSPC,
 			      true, strerror(ENOSPC));
 	test_gate_write_fails("fdatasync fails with EIO", FAULT_SYNC, EIO, false, strerror(EIO));
+	test_every_slot_kept();
 	test_read_fails();
 	CHECK_DONE();
 }

@@ -228,6 +228,10 @@ uint64_t ppl_pool_durable_lsn(const struct ppl_pool *p);
 int ppl_pool_dw_stage(struct ppl_pool *p, uint32_t space, uint32_t page_no, const uint8_t *image, size_t size,
 		      char *err, size_t errlen);
 void ppl_pool_dw_release(struct ppl_pool *p, int slot);
+/* The slot's data-file write failed: it stays staged (its image is the
+ * page's) until released. When every slot is kept, ppl_pool_dw_stage
+ * fails at once with a message instead of waiting for one. */
+void ppl_pool_dw_keep(struct ppl_pool *p, int slot);
 /* A slot of the page staged and never released: its data-file write
  * failed (the file's page may be torn, or written but not durable). The
  * newest such slot's page LSN in *lsn and image in *img (the pool's
