@@ -153,51 +153,13 @@ static unsigned decide(void *arg, const struct ppl_elision_page *pg)
 	return ppl_store_elide(arg, pg);
 }
 
-/* The directory under the export that holds ib_logfile0 (by name: at
- * start nothing has been written yet), or the export. */
-struct guess {
-	struct ppl_store *e;
-	const char *dir;
-	int depth;
-	char *out;
-	size_t outlen;
-};
-
-static void guess_datadir(struct ppl_store *e, const char *dir, int depth, char *out, size_t outlen);
-
-static int guess_entry(void *arg, const char *name, enum ppl_io_type type)
-{
-	struct guess *g = arg;
-	char p[4096];
-	struct stat st;
-	(void)type; /* a link to a directory is followed */
-	if (name[0] == '.')
-		return 0;
-	snprintf(p, sizeof(p), "%s/%s", g->dir, name);
-	if (store_stat(g->e, p, &st) == 0 && S_ISDIR(st.st_mode))
-		guess_datadir(g->e, p, g->depth - 1, g->out, g->outlen);
-	return g->out[0] != '\0';
-}
-
-static void guess_datadir(struct ppl_store *e, const char *dir, int depth, char *out, size_t outlen)
-{
-	char p[4096];
-	struct stat st;
-	snprintf(p, sizeof(p), "%s/ib_logfile0", dir);
-	if (store_stat(e, p, &st) == 0) {
-		snprintf(out, outlen, "%s", dir);
-		return;
-	}
-	struct guess g = { .e = e, .dir = dir, .depth = depth, .out = out, .outlen = outlen };
-	if (depth)
-		e->env.io->list(e->env.io->arg, dir, guess_entry, &g);
-}
-
 int ppl_store_start_elision(struct ppl_store *e, const struct ppl_config *c, char *err, size_t errlen)
 {
-	char dir[4096] = "";
-	guess_datadir(e, e->exportdir, 3, dir, sizeof(dir));
-	if (dir[0]) {
+	/* MariaDB's datadir: the directory under the export that holds an
+	 * ib_logfile0 (any: at start nothing has been written yet), or the
+	 * export */
+	char dir[4096];
+	if (store_find_log(e, e->exportdir, 0, 3, dir, sizeof(dir))) {
 		free(e->datadir);
 		e->datadir = strdup(dir);
 	}

@@ -50,11 +50,6 @@ static int read_file(struct ppl_store *e, const char *name, void *buf, size_t le
 	return got == (ssize_t)len ? 0 : -1;
 }
 
-/* The directory holding the ib_logfile0 with this inode (0: any): the export
- * itself, or a directory up to three levels down (a datadir inside the
- * export). */
-static bool find_log(struct ppl_store *e, const char *dir, uint64_t ino, int depth, char *out, size_t outlen);
-
 struct log_search {
 	struct ppl_store *e;
 	const char *dir;
@@ -69,14 +64,14 @@ static int find_log_entry(void *arg, const char *name, enum ppl_io_type type)
 	struct log_search *ls = arg;
 	char p[4096];
 	struct stat st;
-	if (name[0] == '.' || (type != PPL_IO_DIR && type != PPL_IO_UNKNOWN))
-		return 0;
+	if (name[0] == '.' || type == PPL_IO_FILE)
+		return 0; /* a link to a directory is followed */
 	snprintf(p, sizeof(p), "%s/%s", ls->dir, name);
 	return store_stat(ls->e, p, &st) == 0 && S_ISDIR(st.st_mode) &&
-	       find_log(ls->e, p, ls->ino, ls->depth - 1, ls->out, ls->outlen);
+	       store_find_log(ls->e, p, ls->ino, ls->depth - 1, ls->out, ls->outlen);
 }
 
-static bool find_log(struct ppl_store *e, const char *dir, uint64_t ino, int depth, char *out, size_t outlen)
+bool store_find_log(struct ppl_store *e, const char *dir, uint64_t ino, int depth, char *out, size_t outlen)
 {
 	char p[4096];
 	struct stat st;
@@ -96,7 +91,7 @@ static void pool_forget_datadir(struct ppl_store *e, const char *old);
 static bool locate_datadir(struct ppl_store *e, uint64_t log_fileid)
 {
 	char dir[4096];
-	if (!find_log(e, e->exportdir, log_fileid, 3, dir, sizeof(dir)))
+	if (!store_find_log(e, e->exportdir, log_fileid, 3, dir, sizeof(dir)))
 		return false;
 	if (strcmp(dir, e->datadir) == 0)
 		return true;

@@ -200,6 +200,11 @@ bool store_holds_space(struct ppl_store *e, uint64_t fileid, uint32_t space);
 
 /* store_ingest.c: redo ingest, the held tail, the pool's records */
 
+/* The directory holding the ib_logfile0 with this inode (0: any): dir
+ * itself, or a directory up to depth levels down (a datadir inside the
+ * export); false if none. */
+bool store_find_log(struct ppl_store *e, const char *dir, uint64_t ino, int depth, char *out, size_t outlen);
+
 /* Ingest off until the log is left behind (detach), with the line that says why. */
 void store_stop_ingest(struct ppl_store *e, const char *why);
 /* After a restart, while the held tail is parsed: every page with records counts as elided. log_lock held. */
