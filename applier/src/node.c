@@ -55,6 +55,14 @@ struct npage {
 	size_t bytes;
 	bool from_init, freed, diverged;
 	bool chunk_from_init;   /* this mtr's chunk starts with INIT/FREE */
+	/* The LSN of the newest page write of MariaDB's that ppl_node_elide
+	 * acknowledged (atomic: set under the read lock), 0 once anything is
+	 * written over the page (ppl_node_page_written). MariaDB's page
+	 * cleaner writes a page again only after changing it, and its
+	 * recovery restores a page from the doublewrite buffer only when
+	 * the file's copy is damaged (which wrote over it): a write at this
+	 * LSN or below meanwhile is a tool editing the page in place. */
+	uint64_t acked_lsn;
 	void *user;             /* the streaming sink's per-page state */
 	/* building this mtr's chunk */
 	uint64_t mark;
@@ -768,6 +776,9 @@ void ppl_node_page_written(struct ppl_node *n, const uint8_t *image, uint64_t su
 	struct npage *p = find(n, key_of(space, page_no));
 	if (p) {
 		n->st.bases_taken++;
+		/* a page written (or forgotten) since: the elided write is
+		 * no longer what the page's file stands for */
+		p->acked_lsn = 0;
 		while (p->head && CHUNK_END(p->head) <= lsn) {
 			struct nchunk *c = p->head;
 			p->head = c->next;
@@ -932,10 +943,13 @@ unsigned ppl_node_elide(struct ppl_node *n, uint32_t space, uint32_t page_no, ui
 		struct ppl_apply_error e;
 		int rd = p->from_init ? (memset(frame, 0, n->cfg.page_size), 0)
 				      : read_base(read_arg, space, page_no, frame);
+		uint64_t base_lsn = p->from_init || rd ? 0 : ppl_page_lsn(frame);
 		enum ppl_apply_status s = rd ? PPL_APPLY_CORRUPT
 					     : rebuild_locked(n, p, space, page_no, frame, UINT64_MAX, &changed, &e);
 		if (rd)
 			verdict = PPL_ELIDE_NACK_INTERNAL;
+		else if (s == PPL_APPLY_BASE_DAMAGED)
+			verdict = PPL_ELIDE_NACK_UNKNOWN_PAGE; /* no page to rebuild from */
 		else if (s != PPL_APPLY_OK)
 			verdict = PPL_ELIDE_NACK_UNSUPPORTED;
 		else if (ppl_page_lsn(frame) == lsn && ppl_page_stored_crc(frame, n->cfg.page_size) == checksum)
@@ -947,18 +961,34 @@ unsigned ppl_node_elide(struct ppl_node *n, uint32_t space, uint32_t page_no, ui
 		 * tool, a restore); the rebuild has no say, the write goes
 		 * through and is the page's base. Not a divergence. */
 		no_redo = verdict == PPL_ELIDE_NACK_CHECKSUM && !changed && ppl_page_lsn(frame) == lsn;
-		if (no_redo) {
+		if (s == PPL_APPLY_BASE_DAMAGED) {
+			/* Torn by a partial write (the store took it as the file's
+			 * bytes: partial_pages), or changed by a tool: MariaDB
+			 * restores such a page from its doublewrite buffer, and
+			 * its write of the page is the only copy. */
+			say(n, "page %u:%u at LSN %llu is not elided: %s; the write goes through and is its base", space,
+			    page_no, (unsigned long long)lsn, e.msg);
+		} else if (no_redo) {
 			say(n, "page %u:%u at LSN %llu is not elided: its file holds other bytes at that LSN and no record "
 			    "applies (changed without redo: a tool or a restore wrote it); the write is its base",
 			    space, page_no, (unsigned long long)lsn);
 		} else if (verdict == PPL_ELIDE_NACK_CHECKSUM || verdict == PPL_ELIDE_NACK_UNSUPPORTED) {
 			char types[200];
 			record_types(p, types, sizeof types);
-			say(n, "divergence: page %u:%u (%s) at LSN %llu: %s; records: %s; this page falls back to full page writes",
-			    space, page_no, ppl_page_type_name(ppl_page_type(frame)), (unsigned long long)lsn,
-			    s != PPL_APPLY_OK ? e.msg : "rebuilt checksum differs from the server's page", types);
+			char base[80];
+			if (p->from_init)
+				snprintf(base, sizeof base, "initialized by the log at LSN %llu",
+					 (unsigned long long)p->init_lsn);
+			else
+				snprintf(base, sizeof base, "the file's page at LSN %llu", (unsigned long long)base_lsn);
+			say(n, "divergence: page %u:%u (%s) at LSN %llu: %s; rebuilt from %s to LSN %llu, records: %s; this "
+			    "page falls back to full page writes", space, page_no, ppl_page_type_name(ppl_page_type(frame)),
+			    (unsigned long long)lsn, s != PPL_APPLY_OK ? e.msg : "rebuilt checksum differs from the server's page",
+			    base, (unsigned long long)ppl_page_lsn(frame), types);
 		}
 	}
+	if (verdict == PPL_ELIDE_ACK && p && lsn > __atomic_load_n(&p->acked_lsn, __ATOMIC_RELAXED))
+		__atomic_store_n(&((struct npage *)p)->acked_lsn, lsn, __ATOMIC_RELAXED);
 	pthread_rwlock_unlock(&n->lock);
 	free(frame);
 	if ((verdict == PPL_ELIDE_NACK_CHECKSUM && !no_redo) || verdict == PPL_ELIDE_NACK_UNSUPPORTED)
@@ -977,16 +1007,48 @@ int ppl_node_verify(struct ppl_node *n, const uint8_t *image, ppl_node_read_fn r
 	if (!frame)
 		return 0;
 	int result = 0;
-	bool no_redo = false;        /* as in ppl_node_elide */
+	bool no_redo = false, damaged = false, not_mariadb = false; /* as in ppl_node_elide */
 	char types[200] = "", why[200] = "";
 	pthread_rwlock_rdlock(&n->lock);
 	const struct npage *p = find(n, key_of(space, page_no));
-	if (p && p->head && !p->diverged && p->head->start < lsn) {
+	if (p && lsn <= __atomic_load_n(&p->acked_lsn, __ATOMIC_RELAXED)) {
+		/* MariaDB's write of this page at this LSN was elided (see
+		 * acked_lsn): these bytes are a tool's, whatever they hold,
+		 * and the write is the page's base (ppl_node_page_written). */
+		not_mariadb = true;
+	} else if (p && p->head && !p->diverged && p->head->start < lsn) {
 		bool changed = false;
 		struct ppl_apply_error e;
-		int rd = p->from_init ? (memset(frame, 0, ps), 0) : read_base(read_arg, space, page_no, frame);
-		enum ppl_apply_status s = rd ? PPL_APPLY_OK : rebuild_locked(n, p, space, page_no, frame, lsn, &changed, &e);
-		if (rd == 0 && s != PPL_APPLY_OK) {
+		int rd = read_base(read_arg, space, page_no, frame);
+		enum ppl_apply_status s = PPL_APPLY_OK;
+		if (rd == 0 && ppl_page_lsn(frame) == lsn && ppl_page_crc_ok(frame, ps) && memcmp(frame, image, ps)) {
+			/* The file already holds a sound page at this very LSN
+			 * and the write changes its bytes: every change of
+			 * MariaDB's moves a page's LSN, so no record made this
+			 * one (a tool editing the page in place). Whatever
+			 * records the index still holds for the page (they can
+			 * reach back to its initialization: a page write may
+			 * come before the log that covers it is parsed), they
+			 * say nothing of these bytes. */
+			size_t at = 0, differ = 0;
+			while (frame[at] == image[at])
+				at++;
+			for (size_t i = at; i < ps; i++)
+				differ += frame[i] != image[i];
+			snprintf(why, sizeof why, "%zu byte(s) differ, the first at offset %zu", differ, at);
+			no_redo = true;
+			rd = -1;
+		} else if (p->from_init) {
+			memset(frame, 0, ps);
+			rd = 0;
+		}
+		if (rd == 0)
+			s = rebuild_locked(n, p, space, page_no, frame, lsn, &changed, &e);
+		if (rd == 0 && s == PPL_APPLY_BASE_DAMAGED) {
+			/* nothing to compare with: the write is the page's base */
+			snprintf(why, sizeof why, "%s", e.msg);
+			damaged = true;
+		} else if (rd == 0 && s != PPL_APPLY_OK) {
 			result = -1;
 			snprintf(why, sizeof why, "the records do not apply: %s", e.msg);
 		} else if (rd == 0 && ppl_page_lsn(frame) == lsn) {
@@ -1015,6 +1077,13 @@ int ppl_node_verify(struct ppl_node *n, const uint8_t *image, ppl_node_read_fn r
 			record_types(p, types, sizeof types);
 	}
 	pthread_rwlock_unlock(&n->lock);
+	if (not_mariadb)
+		say(n, "page %u:%u is written at LSN %llu, where MariaDB's page write was elided and nothing was written "
+		    "over it since: a tool edited the page in place, not compared; it is the page's base from now on", space, page_no,
+		    (unsigned long long)lsn);
+	if (damaged)
+		say(n, "page %u:%u is written at LSN %llu over a page that cannot be rebuilt (%s): not compared; it is "
+		    "the page's base from now on", space, page_no, (unsigned long long)lsn, why);
 	if (no_redo)
 		say(n, "page %u:%u is written at LSN %llu with other bytes than its file holds at that LSN (%s), and no "
 		    "record lies between: changed without redo (a tool or a restore wrote it), not compared; it is "

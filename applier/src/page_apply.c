@@ -187,12 +187,32 @@ enum ppl_apply_status ppl_apply_mtr_recs(const struct ppl_page_ref *pg, struct p
 	return PPL_APPLY_OK;
 }
 
+const char *ppl_apply_status_name(enum ppl_apply_status s)
+{
+	switch (s) {
+	case PPL_APPLY_OK:
+		return "applied";
+	case PPL_APPLY_UNSUPPORTED:
+		return "unsupported";
+	case PPL_APPLY_BASE_DAMAGED:
+		return "damaged page";
+	default:
+		return "corrupt";
+	}
+}
+
 void ppl_replay_begin(struct ppl_page_replay *r, const struct ppl_page_ref *pg, uint64_t init_lsn)
 {
 	memset(r, 0, sizeof *r);
 	r->pg = *pg;
 	r->init_lsn = init_lsn;
 	r->page_lsn = init_lsn ? 0 : ppl_page_lsn(pg->frame);
+	if (!init_lsn) {
+		size_t i = 0;
+		while (i < pg->size && pg->frame[i] == 0)
+			i++;
+		r->damaged = i < pg->size && !ppl_page_crc_ok(pg->frame, pg->size);
+	}
 }
 
 enum ppl_apply_status ppl_replay_mtr(struct ppl_page_replay *r, uint64_t start_lsn, uint64_t end_lsn,
@@ -207,6 +227,16 @@ enum ppl_apply_status ppl_replay_mtr(struct ppl_page_replay *r, uint64_t start_l
 		return PPL_APPLY_OK;
 	}
 	r->end_lsn = end_lsn;
+	if (r->damaged) {
+		if (err) {
+			err->rec_type = 0;
+			err->ext_subtype = -1;
+			err->rec_offset = 0;
+			snprintf(err->msg, sizeof err->msg, "the stored page fails its checksum (torn, or changed "
+				 "without redo) and the log does not initialize it");
+		}
+		return PPL_APPLY_BASE_DAMAGED;
+	}
 	bool modified;
 	enum ppl_apply_status s = ppl_apply_mtr_recs(&r->pg, &r->cur, recs, len, &modified, err);
 	if (s != PPL_APPLY_OK)

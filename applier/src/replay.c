@@ -553,7 +553,7 @@ static void apply_page(struct ctx *c, uint8_t *frame, uint32_t space_id, uint32_
 	enum ppl_apply_status st = ppl_node_rebuild(c->node, space_id, page_no, frame, UINT64_MAX, &changed, &e);
 	if (st != PPL_APPLY_OK) {
 		fail(c, "space %u page %u (%s, %s): %s record %s at byte %u of an mtr: %s", space_id, page_no, s->path,
-		     ppl_page_type_name(ppl_page_type(frame)), st == PPL_APPLY_UNSUPPORTED ? "unsupported" : "corrupt",
+		     ppl_page_type_name(ppl_page_type(frame)), ppl_apply_status_name(st),
 		     ppl_rec_type_name(e.rec_type, e.ext_subtype), e.rec_offset, e.msg);
 		return;
 	}
@@ -714,7 +714,7 @@ static int stream_chunk(void *arg, uint32_t space_id, uint32_t page_no, void **u
 		char msg[512];
 		snprintf(msg, sizeof msg, "space %u page %u (%s, %s) mtr at LSN %llu: %s record %s at byte %u: %s",
 			 space_id, page_no, s->path ? s->path : "no file", ppl_page_type_name(ppl_page_type(p->frame)),
-			 (unsigned long long)start, st == PPL_APPLY_UNSUPPORTED ? "unsupported" : "corrupt",
+			 (unsigned long long)start, ppl_apply_status_name(st),
 			 ppl_rec_type_name(e.rec_type, e.ext_subtype), e.rec_offset, e.msg);
 		if (!(p->error = strdup(msg)))
 			return fail(c, "out of memory");

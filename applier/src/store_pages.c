@@ -425,6 +425,43 @@ static void keep_newer_pages(struct ppl_store *e, uint64_t off, const struct iov
 	free(disk);
 }
 
+/* A whole page of zeros written inside a file, not past its end (where
+ * InnoDB extends a file with zeros): a tool wiping the page (mysql-test-run
+ * zeroes page 0 of a table to test the doublewrite buffer). A disk then
+ * holds zeros, and so does this node: the page's records and its place in
+ * the elided set and the pool go, nothing rebuilds it, and MariaDB finds
+ * the zeros its recovery expects. Called before the write, inside the
+ * page's stripe: no read serves the old page rebuilt once the zeros are
+ * there. */
+static void zero_pages(struct ppl_store *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
+		       size_t len)
+{
+	size_t ps = e->page_size;
+	uint32_t space;
+	char path[4096];
+	struct stat st;
+	if (e->dd == NULL || ps == 0 || off % ps || len < ps || !store_file_space(e, fileid, &space) ||
+	    !store_holds_space(e, fileid, space) || ppl_datadir_path(e->dd, space, path, sizeof(path)) != 0 ||
+	    store_stat(e, path, &st) != 0 || off >= (uint64_t)st.st_size)
+		return;
+	uint8_t *frame = aligned_alloc(4096, ps);
+	if (frame == NULL)
+		return;
+	rcu_read_lock();
+	struct ppl_node *n = store_node_of(e);
+	for (uint64_t p = off; n && p + ps <= off + len && p + ps <= (uint64_t)st.st_size; p += ps) {
+		store_iov_copy((struct iovec *)iov, iovcnt, p - off, frame, ps, true);
+		if (!all_zero(frame, ps) || !store_forget_page(e, n, space, (uint32_t)(p / ps)))
+			continue;
+		if (__atomic_add_fetch(&e->partial_overwrites, 1, __ATOMIC_RELAXED) <= 16)
+			SLOG(e, PPL_LOG_EVENT, "PPL: %s: page %" PRIu32 ":%" PRIu64 " was overwritten with zeros inside "
+				 "its file (InnoDB writes zeros only past a file's end): it is served as written, and its "
+				 "records are dropped", e->datadir, space, p / ps);
+	}
+	rcu_read_unlock();
+	free(frame);
+}
+
 int ppl_store_write_begin(struct ppl_store *e, bool is_log, uint64_t fileid, uint64_t off, const struct iovec *iov,
 			   int iovcnt, size_t len)
 {
@@ -439,12 +476,15 @@ int ppl_store_write_begin(struct ppl_store *e, bool is_log, uint64_t fileid, uin
 		return rc;
 	}
 	if (e->pool == NULL || len == 0) {
+		if (len != 0)
+			zero_pages(e, fileid, off, iov, iovcnt, len);
 		if (e->verify)
 			verify_write(e, off, iov, iovcnt, len);
 		return 0;
 	}
 	partial_pages(e, fileid, off, len, true); /* before its stripes: materialization takes them */
 	stripes_enter(e, fileid, off, len);
+	zero_pages(e, fileid, off, iov, iovcnt, len);
 	keep_newer_pages(e, off, iov, iovcnt, len);
 	if (e->verify)
 		verify_write(e, off, iov, iovcnt, len);

@@ -5,7 +5,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def build_dir():
-    d = os.environ.get("PPL_BUILD_DIR") or os.path.join(REPO, "build")
+    # absolute: servers the tests start (mariadbd with LD_PRELOAD) run in
+    # other directories, where a relative path names nothing
+    d = os.path.abspath(os.environ.get("PPL_BUILD_DIR") or os.path.join(REPO, "build"))
     if not os.path.isdir(d):
         raise RuntimeError(f"build directory {d} missing: run scripts/test.sh (or cmake -B build) first")
     return d

@@ -321,7 +321,13 @@ class StorageNode:
 
 
 def catcher_env(setup, stats_dir, datadir_root, elision_port=None):
-    env = {"LD_PRELOAD": os.path.join(paths.build_dir(), "libcatcher", "libcatcher.so"),
+    lib = os.path.join(paths.build_dir(), "libcatcher", "libcatcher.so")
+    # ld.so ignores a preload it cannot open (one line in the server's
+    # error log): the set-up would then run without libcatcher and look
+    # like a pass
+    if not os.path.isabs(lib) or not os.path.isfile(lib):
+        raise RuntimeError(f"libcatcher {lib} is missing (or not an absolute path): build it first")
+    env = {"LD_PRELOAD": lib,
            "LIBCATCHER_MODE": setup.catcher, "LIBCATCHER_DATADIR": datadir_root,
            "LIBCATCHER_STATS_FILE": os.path.join(stats_dir, "catcher.%p.json"),
            "LIBCATCHER_TIMEOUT_MS": "2000"}
@@ -600,6 +606,14 @@ def _segment(setup, tests, suite, workdir, result, deadline, testcase_timeout, p
         if counters:
             result.catcher_total = dict(counters.total())
             result.catcher_total["elided"] += base_elided
+            if result.tests and not any(n.startswith("catcher.") for n in os.listdir(stats_dir)):
+                # every mariadbd writes its counters at exit: none means
+                # libcatcher was never loaded, and nothing of this set-up
+                # tested it
+                note = ("libcatcher wrote no counters: no mariadbd of this set-up loaded it (see "
+                        "'cannot be preloaded' in the servers' error logs)")
+                result.segment_notes.append(note)
+                result.aborted = result.aborted or note
         result.seconds = time.time() - result.started
     try:
         with open(out_path, errors="replace") as f:

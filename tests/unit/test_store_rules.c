@@ -2,7 +2,8 @@
  * (no Ganesha): every refusal reason the store gives an elision question,
  * page 0 at the checkpoint gate, a pool that runs full and the cleaner
  * that keeps it from doing so, an inode number that comes back with
- * another file after unlink and after rename, and a log resize.
+ * another file after unlink and after rename, a log resize, and pages
+ * that programs other than MariaDB write (mysql-test-run's perl).
  *
  * Each test ends by reading the pages it touched: whatever the path (the
  * pool, the data file, a rebuild), a read returns the page MariaDB wrote,
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "ppl/page_apply.h"
 #include "store_host.h"
 
 /* One question for each reason the store itself gives (the service adds
@@ -300,6 +302,101 @@ static void test_log_resize(void)
 	host_close(&h);
 }
 
+/* Pages written by something other than MariaDB's page cleaner:
+ * mysql-test-run's perl edits a page in place at its LSN, zeroes a whole
+ * page, tears one. A disk keeps what was written, and so must the store;
+ * and verify mode, which compares MariaDB's page writes with the rebuild,
+ * must not count these as divergences (a divergence is a rebuild bug). */
+static void test_pages_written_by_tools(void)
+{
+	struct host h;
+	host_open(&h);
+	ppl_store_set_verify(h.s, true);
+	static uint8_t p3[PS], tool3[PS], p5[PS], p6[PS], p9[PS], tool9[PS], got[PS];
+
+	/* 1. MariaDB's write of page 3 is elided; a tool reads the page (served
+	 * rebuilt), changes bytes and writes it back at the same LSN */
+	read_file(h.ibd_path, p3, PS, 3 * PS);
+	uint64_t l3 = change(&h, 3, 700, 0x41, 40, p3);
+	flush_log(&h);
+	CHECK_EQ_U(ask(&h, 3, p3, PS), PPL_ELIDE_ACK);
+	memcpy(tool3, p3, PS);
+	memset(tool3 + 141, 0xff, 6);
+	ppl_page_stamp(tool3, PS, l3);
+	host_page_write(&h, 3, tool3);
+	CHECK(logged(&h, "edited the page in place"));
+	CHECK_EQ_U(host_read(&h, 3, got), 0);
+	CHECK(memcmp(got, tool3, PS) == 0); /* the tool's bytes, not the rebuild */
+
+	/* 2. the index still holds a page's records from its initialization
+	 * when MariaDB's write of it arrives before that log is parsed; then
+	 * a tool edits the page in place */
+	uint8_t recs[200];
+	size_t n = 0;
+	recs[n++] = PPL_REC_INIT_PAGE | 2;
+	recs[n++] = SPACE;
+	recs[n++] = 9;
+	uint8_t fill[30];
+	memset(fill, 0x5a, sizeof fill);
+	n += syn_write_rec(recs + n, SPACE, 9, 300, fill, sizeof fill);
+	uint64_t start = syn_mtr(&h.l, recs, n);
+	memset(p9, 0, PS);
+	struct ppl_page_ref ref = {p9, PS, SPACE, 9};
+	struct ppl_page_replay rp;
+	struct ppl_apply_error aerr;
+	ppl_replay_begin(&rp, &ref, start);
+	CHECK_EQ_U(ppl_replay_mtr(&rp, start, h.l.lsn, recs, n, &aerr), PPL_APPLY_OK);
+	CHECK(ppl_replay_finish(&rp));
+	host_page_write(&h, 9, p9); /* MariaDB's page, before its log is parsed */
+	flush_log(&h);
+	static uint8_t p10[PS];
+	read_file(h.ibd_path, p10, PS, 10 * PS);
+	change(&h, 10, 400, 0x44, 10, p10);
+	flush_log(&h);
+	CHECK_EQ_U(ask(&h, 10, p10, PS), PPL_ELIDE_ACK); /* the store parses the log up to its LSN */
+	memcpy(tool9, p9, PS);
+	memset(tool9 + 500, 0xee, 4);
+	ppl_page_stamp(tool9, PS, ppl_page_lsn(p9));
+	host_page_write(&h, 9, tool9);
+	CHECK(logged(&h, "changed without redo"));
+	CHECK_EQ_U(host_read(&h, 9, got), 0);
+	CHECK(memcmp(got, tool9, PS) == 0);
+
+	/* 3. a tool zeroes a whole page inside the file over an elided page:
+	 * the page is zeros, as on a disk (MariaDB's recovery then restores
+	 * it from its doublewrite buffer) */
+	read_file(h.ibd_path, p6, PS, 6 * PS);
+	change(&h, 6, 900, 0x42, 40, p6);
+	flush_log(&h);
+	CHECK_EQ_U(ask(&h, 6, p6, PS), PPL_ELIDE_ACK);
+	static const uint8_t zeros[PS];
+	host_page_write(&h, 6, zeros);
+	CHECK(logged(&h, "overwritten with zeros"));
+	CHECK_EQ_U(host_read(&h, 6, got), 0);
+	CHECK(memcmp(got, zeros, PS) == 0);
+
+	/* 4. a page torn in its file behind the store's back (not through
+	 * it: nothing told the store), with records to apply: recovery
+	 * would not apply them to it, and neither does the store -- the
+	 * elision is refused as a page it cannot rebuild, not as a
+	 * divergence, and MariaDB's write is the page's base */
+	read_file(h.ibd_path, p5, PS, 5 * PS);
+	change(&h, 5, 1000, 0x43, 40, p5);
+	flush_log(&h);
+	write_file(h.ibd_path, zeros, PS / 2, 5 * PS + PS / 2);
+	CHECK_EQ_U(ask(&h, 5, p5, PS), PPL_ELIDE_NACK_UNKNOWN_PAGE);
+	CHECK(logged(&h, "fails its checksum"));
+	host_page_write(&h, 5, p5);
+	CHECK_EQ_U(host_read(&h, 5, got), 0);
+	CHECK(memcmp(got, p5, PS) == 0);
+
+	struct ppl_store_figures f;
+	ppl_store_figures(h.s, &f);
+	CHECK_EQ_U(f.verify_diverged, 0);
+	CHECK(!logged(&h, "divergence") && !logged(&h, "CRIT"));
+	host_close(&h);
+}
+
 int main(void)
 {
 	test_every_refusal();
@@ -309,5 +406,6 @@ int main(void)
 	test_inode_reused(false);
 	test_inode_reused(true);
 	test_log_resize();
+	test_pages_written_by_tools();
 	CHECK_DONE();
 }

@@ -17,7 +17,16 @@ enum ppl_apply_status {
 	 * ROW_FORMAT=COMPRESSED); never guessed, the caller keeps the page
 	 * for full page writes. */
 	PPL_APPLY_UNSUPPORTED,
+	/* The page the records would apply to fails its checksum (torn by a
+	 * partial write, or bytes changed by a tool) and the log does not
+	 * initialize it: recovery would not apply redo to it either (it
+	 * restores such a page from the doublewrite buffer or reports it
+	 * corrupted). Nothing the records make of it is that page. */
+	PPL_APPLY_BASE_DAMAGED,
 };
+
+/* "corrupt", "unsupported", "damaged page" (for messages) */
+const char *ppl_apply_status_name(enum ppl_apply_status s);
 
 /* Why an apply failed: enough to log page id, page type and record. */
 struct ppl_apply_error {
@@ -76,12 +85,16 @@ struct ppl_page_replay {
 	uint64_t end_lsn;     /* end LSN of the last mtr seen */
 	unsigned applied;     /* mtrs applied */
 	unsigned skipped;     /* mtrs skipped by the LSN rule */
+	bool damaged;         /* the stored page fails its checksum (PPL_APPLY_BASE_DAMAGED) */
 };
 
 /* init_lsn: start LSN of the last INIT_PAGE/FREE_PAGE the log holds for
  * this page (0 if none). Then the page's stored contents and LSN are not
  * trusted and mtrs before init_lsn are skipped (recv_init in InnoDB);
- * otherwise mtrs that started before the page's LSN are skipped. */
+ * otherwise mtrs that started before the page's LSN are skipped, and a
+ * stored page that is neither all zeros (never written) nor passes its
+ * checksum takes no mtr: ppl_replay_mtr returns PPL_APPLY_BASE_DAMAGED
+ * for the first one it would apply. */
 void ppl_replay_begin(struct ppl_page_replay *r, const struct ppl_page_ref *pg, uint64_t init_lsn);
 enum ppl_apply_status ppl_replay_mtr(struct ppl_page_replay *r, uint64_t mtr_start_lsn, uint64_t mtr_end_lsn,
 				     const uint8_t *recs, size_t len, struct ppl_apply_error *err);
