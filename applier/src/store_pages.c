@@ -426,13 +426,17 @@ static void keep_newer_pages(struct ppl_store *e, uint64_t off, const struct iov
 }
 
 /* A whole page of zeros written inside a file, not past its end (where
- * InnoDB extends a file with zeros): a tool wiping the page (mysql-test-run
- * zeroes page 0 of a table to test the doublewrite buffer). A disk then
- * holds zeros, and so does this node: the page's records and its place in
- * the elided set and the pool go, nothing rebuilds it, and MariaDB finds
- * the zeros its recovery expects. Called before the write, inside the
- * page's stripe: no read serves the old page rebuilt once the zeros are
- * there. */
+ * InnoDB extends a file with zeros): MariaDB scrubbing a page it freed
+ * (innodb_immediate_scrub_data_uncompressed), or a tool wiping the page
+ * (mysql-test-run zeroes page 0 of a table to test the doublewrite
+ * buffer). A disk then holds zeros, and so does this node: the page's
+ * records and its place in the elided set and the pool go, nothing
+ * rebuilds it, and MariaDB finds the zeros its recovery expects. Except a
+ * page the log initializes again (its records start with INIT_PAGE and do
+ * not end freed): its rebuild never reads the file, and a scrub of its
+ * earlier life racing its reuse must not take it away. Called before the
+ * write, inside the page's stripe: no read serves the old page rebuilt
+ * once the zeros are there. */
 static void zero_pages(struct ppl_store *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
 		       size_t len)
 {
@@ -450,12 +454,15 @@ static void zero_pages(struct ppl_store *e, uint64_t fileid, uint64_t off, const
 	rcu_read_lock();
 	struct ppl_node *n = store_node_of(e);
 	for (uint64_t p = off; n && p + ps <= off + len && p + ps <= (uint64_t)st.st_size; p += ps) {
+		struct ppl_node_page_info info;
 		store_iov_copy((struct iovec *)iov, iovcnt, p - off, frame, ps, true);
-		if (!all_zero(frame, ps) || !store_forget_page(e, n, space, (uint32_t)(p / ps)))
+		if (!all_zero(frame, ps) || !ppl_node_page_info(n, space, (uint32_t)(p / ps), &info) ||
+		    (info.from_init && !info.freed) || !store_forget_page(e, n, space, (uint32_t)(p / ps)))
 			continue;
-		if (__atomic_add_fetch(&e->partial_overwrites, 1, __ATOMIC_RELAXED) <= 16)
+		/* a freed page scrubbed is MariaDB's everyday business */
+		if (!info.freed && __atomic_add_fetch(&e->partial_overwrites, 1, __ATOMIC_RELAXED) <= 16)
 			SLOG(e, PPL_LOG_EVENT, "PPL: %s: page %" PRIu32 ":%" PRIu64 " was overwritten with zeros inside "
-				 "its file (InnoDB writes zeros only past a file's end): it is served as written, and its "
+				 "its file (not a page MariaDB freed: a tool wiped it): it is served as written, and its "
 				 "records are dropped", e->datadir, space, p / ps);
 	}
 	rcu_read_unlock();
