@@ -202,8 +202,13 @@ static int page_claim(struct ppl_store *e, struct ppl_node *n, uint32_t space, u
 		    (e->pool == NULL || !ppl_pool_page_info(e->pool, space, page_no, &pi)) &&
 		    !elided_has(e, (uint64_t)space << 32 | page_no))
 			return 1;
-		SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be materialized: no file holds "
-			"space %" PRIu32, e->datadir, space, page_no, space);
+		/* Not a failure yet: mysql-test-run removes a datadir file by
+		 * file, and the space goes when the store hears of its file's
+		 * removal. The callers that need the page now (the checkpoint
+		 * gate, the last materialization at a stop) say so loudly. */
+		SLOG(e, PPL_LOG_EVENT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " is not materialized now: no file of "
+			"the datadir holds space %" PRIu32 " (removed, or renamed and not seen yet); its records are "
+			"kept", e->datadir, space, page_no, space);
 		return -1;
 	}
 	unsigned s = store_stripe_of(ino, ((uint64_t)page_no * e->page_size) >> STRIPE_SHIFT);
