@@ -67,6 +67,7 @@ CHOSEN = [
     ("innodb.alter_kill,strict_full_crc32", "server killed, corrupted page handling"),
     ("innodb_zip.recover,16k", "crash recovery of compressed tables"),
     ("innodb.doublewrite,16k,strict_full_crc32", "doublewrite buffer recovery after a kill"),
+    ("innodb.trx_id_future,strict_full_crc32", "a page edited in place by a tool at its own LSN"),
     ("innodb.read_only_recovery", "recovery in read-only mode"),
     ("innodb.recovery_shutdown", "shutdown during recovery"),
     ("innodb.xa_recovery", "XA PREPARE across a kill"),
@@ -80,11 +81,12 @@ CHOSEN = [
 # has not come back since the identity fixes.)
 OPEN = {
     "innodb.doublewrite,16k,strict_full_crc32":
-        "pages corrupted on purpose through the mount (half of page 0 zeroed, page 3 with the largest LSN), "
-        "ibdata1 and ib_logfile0 restored from copies. Passes in c; passes eliding (d) since writes that cover "
-        "part of a page materialize it first, but the storage node still logs one divergence (page 5:0, "
-        "WRITE records on a base that is not the page MariaDB restored from the doublewrite buffer; the "
-        "elision is refused, nothing wrong is served); cause open",
+        "pages corrupted on purpose through the mount (half of page 0 zeroed, page 3 with the largest LSN, "
+        "then page 0 zeroed whole), ibdata1 and ib_logfile0 restored from copies. Its divergence on page 5:0 "
+        "(a page of zeros written over an elided page was ignored, and the rebuild started from the zeros) "
+        "is fixed since 2026-11-27: zeros written inside a file end the page's records. Not in CI because "
+        "the test skips itself when a checkpoint comes inside its no-checkpoint window, which happened in "
+        "1 run of 3 in set-up d: a skip would fail the suite",
 }
 CI = [name for name, _ in CHOSEN if name not in OPEN]
 
@@ -108,6 +110,7 @@ ELIDING = [
     "innodb.instant_alter_import,strict_full_crc32",
     "innodb.import_cfg",
     "innodb_zip.wl5522_zip,16k",
+    "innodb.trx_id_future,strict_full_crc32",
     "innodb.rename_table",
     "innodb.recovery_shutdown",
     "innodb.read_only_recovery",
