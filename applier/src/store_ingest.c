@@ -120,7 +120,7 @@ static int make_node(struct ppl_store *e, bool from_file)
 		return -1; /* page 0 not written yet (a datadir being created) */
 	size_t ps = ppl_fsp_flags_page_size(flags);
 	if (ps == 0) {
-		SLOG(e, PPL_LOG_CRIT, "PPL: %s: ibdata1 is not a full_crc32 tablespace this engine reads; "
+		SLOG(e, PPL_LOG_WARN, "PPL: %s: ibdata1 is not a full_crc32 tablespace this engine reads; "
 			"redo is not ingested and pages are served as the data files hold them", e->datadir);
 		__atomic_store_n(&e->stopped, true, __ATOMIC_RELEASE);
 		return -1;
