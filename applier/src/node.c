@@ -998,6 +998,20 @@ unsigned ppl_node_elide(struct ppl_node *n, uint32_t space, uint32_t page_no, ui
 	return verdict;
 }
 
+/* Whether two pages differ; if so, how, into why. */
+static bool describe_diff(const uint8_t *a, const uint8_t *b, size_t ps, char *why, size_t len)
+{
+	size_t at = 0, differ = 0;
+	while (at < ps && a[at] == b[at])
+		at++;
+	if (at == ps)
+		return false;
+	for (size_t i = at; i < ps; i++)
+		differ += a[i] != b[i];
+	snprintf(why, len, "%zu byte(s) differ, the first at offset %zu", differ, at);
+	return true;
+}
+
 int ppl_node_verify(struct ppl_node *n, const uint8_t *image, ppl_node_read_fn read_base, void *read_arg)
 {
 	size_t ps = n->cfg.page_size;
@@ -1021,7 +1035,8 @@ int ppl_node_verify(struct ppl_node *n, const uint8_t *image, ppl_node_read_fn r
 		struct ppl_apply_error e;
 		int rd = read_base(read_arg, space, page_no, frame);
 		enum ppl_apply_status s = PPL_APPLY_OK;
-		if (rd == 0 && ppl_page_lsn(frame) == lsn && ppl_page_crc_ok(frame, ps) && memcmp(frame, image, ps)) {
+		if (rd == 0 && ppl_page_lsn(frame) == lsn && ppl_page_crc_ok(frame, ps) &&
+		    describe_diff(frame, image, ps, why, sizeof why)) {
 			/* The file already holds a sound page at this very LSN
 			 * and the write changes its bytes: every change of
 			 * MariaDB's moves a page's LSN, so no record made this
@@ -1030,12 +1045,6 @@ int ppl_node_verify(struct ppl_node *n, const uint8_t *image, ppl_node_read_fn r
 			 * reach back to its initialization: a page write may
 			 * come before the log that covers it is parsed), they
 			 * say nothing of these bytes. */
-			size_t at = 0, differ = 0;
-			while (frame[at] == image[at])
-				at++;
-			for (size_t i = at; i < ps; i++)
-				differ += frame[i] != image[i];
-			snprintf(why, sizeof why, "%zu byte(s) differ, the first at offset %zu", differ, at);
 			no_redo = true;
 			rd = -1;
 		} else if (p->from_init) {
@@ -1052,16 +1061,7 @@ int ppl_node_verify(struct ppl_node *n, const uint8_t *image, ppl_node_read_fn r
 			result = -1;
 			snprintf(why, sizeof why, "the records do not apply: %s", e.msg);
 		} else if (rd == 0 && ppl_page_lsn(frame) == lsn) {
-			size_t at = 0;
-			while (at < ps && frame[at] == image[at])
-				at++;
-			result = at == ps ? 1 : -1;
-			if (result < 0) {
-				size_t differ = 0;
-				for (size_t i = at; i < ps; i++)
-					differ += frame[i] != image[i];
-				snprintf(why, sizeof why, "%zu byte(s) differ, the first at offset %zu", differ, at);
-			}
+			result = describe_diff(frame, image, ps, why, sizeof why) ? -1 : 1;
 			/* Nothing applied: the "rebuild" is the file's page, at
 			 * the written LSN. Other bytes at the same LSN are a
 			 * change no record made -- a tool overwriting a page on

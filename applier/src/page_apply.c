@@ -207,12 +207,8 @@ void ppl_replay_begin(struct ppl_page_replay *r, const struct ppl_page_ref *pg, 
 	r->pg = *pg;
 	r->init_lsn = init_lsn;
 	r->page_lsn = init_lsn ? 0 : ppl_page_lsn(pg->frame);
-	if (!init_lsn) {
-		size_t i = 0;
-		while (i < pg->size && pg->frame[i] == 0)
-			i++;
-		r->damaged = i < pg->size && !ppl_page_crc_ok(pg->frame, pg->size);
-	}
+	if (!init_lsn)
+		r->damaged = !ppl_page_all_zero(pg->frame, pg->size) && !ppl_page_crc_ok(pg->frame, pg->size);
 }
 
 enum ppl_apply_status ppl_replay_mtr(struct ppl_page_replay *r, uint64_t start_lsn, uint64_t end_lsn,

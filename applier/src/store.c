@@ -257,12 +257,18 @@ bool store_file_space(struct ppl_store *e, uint64_t fileid, uint32_t *space)
 	return store_map_get(e, fileid, space) || (e->dd && ppl_datadir_space_of(e->dd, fileid, space) == 0);
 }
 
-/* The inode of the file the datadir followed has, there now, for space. */
-bool store_space_file_ino(struct ppl_store *e, uint32_t space, uint64_t *ino)
+/* The stat of the file the datadir followed has, there now, for space. */
+bool store_space_file_stat(struct ppl_store *e, uint32_t space, struct stat *st)
 {
 	char path[4096];
+	return e->dd != NULL && ppl_datadir_path(e->dd, space, path, sizeof(path)) == 0 && store_stat(e, path, st) == 0;
+}
+
+/* Its inode. */
+bool store_space_file_ino(struct ppl_store *e, uint32_t space, uint64_t *ino)
+{
 	struct stat st;
-	if (e->dd == NULL || ppl_datadir_path(e->dd, space, path, sizeof(path)) != 0 || store_stat(e, path, &st) != 0)
+	if (!store_space_file_stat(e, space, &st))
 		return false;
 	*ino = (uint64_t)st.st_ino;
 	return true;

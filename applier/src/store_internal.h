@@ -193,7 +193,8 @@ void store_map_set(struct ppl_store *e, uint64_t fileid, uint32_t space);
 bool store_map_get(struct ppl_store *e, uint64_t fileid, uint32_t *space);
 /* The space a file holds, by what its pages or the log said. */
 bool store_file_space(struct ppl_store *e, uint64_t fileid, uint32_t *space);
-/* The inode of the file the datadir followed has, there now, for space. */
+/* The file the datadir followed has, there now, for space: its stat, its inode. */
+bool store_space_file_stat(struct ppl_store *e, uint32_t space, struct stat *st);
 bool store_space_file_ino(struct ppl_store *e, uint32_t space, uint64_t *ino);
 /* Whether fileid is the followed datadir's file of space, not another datadir's. */
 bool store_holds_space(struct ppl_store *e, uint64_t fileid, uint32_t space);

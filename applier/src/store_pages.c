@@ -47,11 +47,21 @@ void store_iov_copy(struct iovec *iov, int iovcnt, size_t pos, uint8_t *buf, siz
 	}
 }
 
-static bool all_zero(const uint8_t *p, size_t n)
+/* Whether len bytes at pos of the request are all zeros; read in place,
+ * and a real page stops the scan within its first bytes. */
+static bool iov_zero(const struct iovec *iov, int iovcnt, size_t pos, size_t len)
 {
-	for (size_t i = 0; i < n; i++)
-		if (p[i])
+	for (int i = 0; i < iovcnt && len; i++) {
+		if (pos >= iov[i].iov_len) {
+			pos -= iov[i].iov_len;
+			continue;
+		}
+		size_t n = iov[i].iov_len - pos < len ? iov[i].iov_len - pos : len;
+		if (!ppl_page_all_zero((const uint8_t *)iov[i].iov_base + pos, n))
 			return false;
+		len -= n;
+		pos = 0;
+	}
 	return true;
 }
 
@@ -60,7 +70,7 @@ static bool all_zero(const uint8_t *p, size_t n)
 static bool page_space(struct ppl_store *e, uint64_t fileid, const uint8_t *page, uint32_t page_no,
 		       uint32_t *space)
 {
-	if (ppl_page_no(page) == page_no && !all_zero(page, e->page_size)) {
+	if (ppl_page_no(page) == page_no && !ppl_page_all_zero(page, e->page_size)) {
 		*space = ppl_page_space(page);
 		/* A page file copied under another name (a backup, the
 		 * .ibd copied for IMPORT TABLESPACE) carries its space's
@@ -231,7 +241,7 @@ static void write_pages(struct ppl_store *e, struct ppl_node *n, uint64_t fileid
 		/* Only a page written where it belongs is that page's new
 		 * base: not the doublewrite buffer's copies of other pages in
 		 * ibdata1, not zeros that extend a file. */
-		if (all_zero(frame, ps))
+		if (ppl_page_all_zero(frame, ps))
 			continue;
 		if (ppl_page_no(frame) != page_no) {
 			/* Not an InnoDB page of this position: bytes written over
@@ -441,23 +451,29 @@ static void zero_pages(struct ppl_store *e, uint64_t fileid, uint64_t off, const
 		       size_t len)
 {
 	size_t ps = e->page_size;
-	uint32_t space;
-	char path[4096];
+	if (e->dd == NULL || ps == 0 || off % ps)
+		return;
+	bool looked = false;
+	uint32_t space = 0;
 	struct stat st;
-	if (e->dd == NULL || ps == 0 || off % ps || len < ps || !store_file_space(e, fileid, &space) ||
-	    !store_holds_space(e, fileid, space) || ppl_datadir_path(e->dd, space, path, sizeof(path)) != 0 ||
-	    store_stat(e, path, &st) != 0 || off >= (uint64_t)st.st_size)
-		return;
-	uint8_t *frame = aligned_alloc(4096, ps);
-	if (frame == NULL)
-		return;
 	rcu_read_lock();
 	struct ppl_node *n = store_node_of(e);
-	for (uint64_t p = off; n && p + ps <= off + len && p + ps <= (uint64_t)st.st_size; p += ps) {
+	for (uint64_t p = off; n && p + ps <= off + len; p += ps) {
+		if (!iov_zero(iov, iovcnt, p - off, ps))
+			continue;
+		/* Which space, and the file's size before the write: looked
+		 * up once, and only for a write that holds a page of zeros */
+		if (!looked) {
+			looked = true;
+			if (!store_file_space(e, fileid, &space) || !store_space_file_stat(e, space, &st) ||
+			    (uint64_t)st.st_ino != fileid)
+				break;
+		}
+		if (p + ps > (uint64_t)st.st_size)
+			break; /* extending the file */
 		struct ppl_node_page_info info;
-		store_iov_copy((struct iovec *)iov, iovcnt, p - off, frame, ps, true);
-		if (!all_zero(frame, ps) || !ppl_node_page_info(n, space, (uint32_t)(p / ps), &info) ||
-		    (info.from_init && !info.freed) || !store_forget_page(e, n, space, (uint32_t)(p / ps)))
+		if (!ppl_node_page_info(n, space, (uint32_t)(p / ps), &info) || (info.from_init && !info.freed) ||
+		    !store_forget_page(e, n, space, (uint32_t)(p / ps)))
 			continue;
 		/* a freed page scrubbed is MariaDB's everyday business */
 		if (!info.freed && __atomic_add_fetch(&e->partial_overwrites, 1, __ATOMIC_RELAXED) <= 16)
@@ -466,7 +482,6 @@ static void zero_pages(struct ppl_store *e, uint64_t fileid, uint64_t off, const
 				 "records are dropped", e->datadir, space, p / ps);
 	}
 	rcu_read_unlock();
-	free(frame);
 }
 
 int ppl_store_write_begin(struct ppl_store *e, bool is_log, uint64_t fileid, uint64_t off, const struct iovec *iov,

@@ -61,6 +61,15 @@ static inline uint32_t ppl_page_stored_crc(const uint8_t *page, size_t size)
 }
 /* CRC-32C over [0, size-4), as InnoDB computes it for full_crc32. */
 uint32_t ppl_page_compute_crc(const uint8_t *page, size_t size);
+/* Whether a page is all zeros: never written (InnoDB's zero-filled
+ * extension, or a page a tool or a scrub wiped). */
+static inline bool ppl_page_all_zero(const uint8_t *page, size_t size)
+{
+	for (size_t i = 0; i < size; i++)
+		if (page[i])
+			return false;
+	return true;
+}
 /* Whether a page passes the full_crc32 check (and is not all zero). */
 bool ppl_page_crc_ok(const uint8_t *page, size_t size);
 /* Writes the page LSN into header and trailer and recomputes the checksum,
