@@ -99,6 +99,7 @@ struct ppl_store *ppl_store_new(const char *datadir, const struct ppl_store_env 
 	pthread_cond_init(&e->stripe_cond, NULL);
 	pthread_mutex_init(&e->gate_lock, NULL);
 	pthread_mutex_init(&e->elided_lock, NULL);
+	pthread_mutex_init(&e->missing_lock, NULL);
 	pthread_mutex_init(&e->work_lock, NULL);
 	pthread_cond_init(&e->work_cond, NULL);
 	return e;
@@ -122,9 +123,11 @@ void ppl_store_free(struct ppl_store *e)
 	pthread_cond_destroy(&e->stripe_cond);
 	pthread_mutex_destroy(&e->gate_lock);
 	pthread_mutex_destroy(&e->elided_lock);
+	pthread_mutex_destroy(&e->missing_lock);
 	pthread_mutex_destroy(&e->work_lock);
 	pthread_cond_destroy(&e->work_cond);
 	free(e->elided);
+	free(e->missing);
 	free(e->held_pages);
 	ppl_node_free(e->node);
 	ppl_node_free(e->building);

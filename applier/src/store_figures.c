@@ -137,6 +137,9 @@ void ppl_store_figures(struct ppl_store *e, struct ppl_store_figures *f)
 	f->logs_copied_in = e->logs_copied_in;
 	f->superseded_writes = __atomic_load_n(&e->superseded_writes, __ATOMIC_RELAXED);
 	f->spaces_dropped = __atomic_load_n(&e->spaces_dropped, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&e->missing_lock);
+	f->spaces_missing = e->missing_n;
+	pthread_mutex_unlock(&e->missing_lock);
 	rcu_read_unlock();
 }
 

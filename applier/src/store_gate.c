@@ -12,8 +12,10 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <urcu-bp.h>
 
 #include "ppl/datadir.h"
@@ -113,12 +115,14 @@ size_t store_elided_drop_space(struct ppl_store *e, uint32_t space)
 	return store_elided_drop_pages(e, space, 0);
 }
 
+static bool missing_mark(struct ppl_store *e, uint32_t space, bool on);
+
 /* I7: a space whose file is gone (or was replaced by something the log
  * does not describe) keeps nothing here: no records in the index or the
  * pool, no page in the elided set. Its pages then need no materializing
  * before a checkpoint, and a file that later holds the same space id
  * starts from what it holds. */
-void store_drop_space(struct ppl_store *e, uint32_t space, const char *why)
+bool store_drop_space(struct ppl_store *e, uint32_t space, const char *why)
 {
 	struct ppl_node_stats before = { 0 }, after = { 0 };
 	rcu_read_lock();
@@ -136,10 +140,13 @@ void store_drop_space(struct ppl_store *e, uint32_t space, const char *why)
 	if (e->cache)
 		ppl_page_cache_forget_all(e->cache);
 	__atomic_add_fetch(&e->spaces_dropped, 1, __ATOMIC_RELAXED);
-	if (elided || pooled || after.chunks_dropped != before.chunks_dropped)
+	missing_mark(e, space, false);
+	bool any = elided || pooled || after.chunks_dropped != before.chunks_dropped;
+	if (any)
 		SLOG(e, PPL_LOG_EVENT, "PPL: %s: space %" PRIu32 ": %s; its records (%" PRIu64 " mini-transaction "
 			 "chunk(s) in memory, %" PRIu64 " page(s) in the pool) and %zu elided page(s) are dropped",
 			 e->datadir, space, why, after.chunks_dropped - before.chunks_dropped, pooled, elided);
+	return any;
 }
 
 /* I7: reads are served rebuilt only for pages this node may have told
@@ -165,6 +172,122 @@ bool store_served_rebuilt(struct ppl_store *e, uint32_t space, uint32_t page_no)
 	return e->pool != NULL && (e->gate_all || elided_has(e, key) || held_has(e, key));
 }
 
+/* ---- a file that vanished without a word ------------------------------------- */
+
+struct space_probe {
+	uint32_t space;
+	bool found;
+};
+
+static void pool_page_of_space(void *arg, uint32_t space, uint32_t page_no, const struct ppl_pool_page_info *i)
+{
+	struct space_probe *p = arg;
+	(void)page_no;
+	(void)i;
+	p->found |= space == p->space;
+}
+
+/* Whether some version of a page of the space exists nowhere but here: a
+ * page acknowledged to libcatcher (its write was dropped; every page may
+ * have been, in gate_all), or records kept in the pool. */
+static bool space_holds_data(struct ppl_store *e, uint32_t space)
+{
+	if (e->pool == NULL)
+		return false;
+	if (e->gate_all)
+		return true;
+	bool found = false;
+	pthread_mutex_lock(&e->elided_lock);
+	for (size_t i = 0; i < e->elided_cap && !found; i++)
+		found = e->elided[i] > 1 && (uint32_t)((e->elided[i] - 2) >> 32) == space;
+	pthread_mutex_unlock(&e->elided_lock);
+	struct space_probe p = { space, false };
+	if (!found)
+		ppl_pool_for_each_page(e->pool, pool_page_of_space, &p);
+	return found || p.found;
+}
+
+/* Marks (or unmarks) the space as one whose file vanished while it held
+ * data; returns whether the mark changed. */
+static bool missing_mark(struct ppl_store *e, uint32_t space, bool on)
+{
+	bool changed = false;
+	pthread_mutex_lock(&e->missing_lock);
+	size_t i = 0;
+	while (i < e->missing_n && e->missing[i] != space)
+		i++;
+	if (on && i == e->missing_n) {
+		if (e->missing_n == e->missing_cap) {
+			size_t cap = e->missing_cap ? 2 * e->missing_cap : 8;
+			uint32_t *m = realloc(e->missing, cap * sizeof(*m));
+			if (m != NULL) {
+				e->missing = m;
+				e->missing_cap = cap;
+			}
+		}
+		/* out of memory: unmarked, so the CRIT line comes again,
+		 * which is the loud side to err on */
+		if (e->missing_n < e->missing_cap) {
+			e->missing[e->missing_n++] = space;
+			changed = true;
+		}
+	} else if (!on && i < e->missing_n) {
+		e->missing[i] = e->missing[--e->missing_n];
+		changed = true;
+	}
+	pthread_mutex_unlock(&e->missing_lock);
+	return changed;
+}
+
+/* How long a page claim waits, once per space, for the store to hear of
+ * the removal of a file it found gone: the sub-FSAL removes a file before
+ * the host's hook tells the store, and a checkpoint gate can fall in
+ * between (MariaDB logs FILE_DELETE, removes the file, and may write a
+ * checkpoint meanwhile). */
+#define VANISH_GRACE_MS 1000
+
+/* The space's file is gone (ENOENT), replaced by another space's
+ * (ESTALE), or no file of the datadir holds it, and the store was not
+ * told: no removal came through the host and no FILE_DELETE through the
+ * log. A page acknowledged to libcatcher, or kept in the pool, exists
+ * nowhere else: it is never dropped on a guess. Its checkpoint is refused
+ * (the gate) until the file is back or the operator says it was removed
+ * on purpose (ppl_store_forget_space). Records of pages MariaDB wrote
+ * itself describe a file that is gone and, with may_drop (the file the
+ * log or its page 0 named is gone, or the whole datadir is), go with it
+ * (I7). Returns 1 when the space was dropped (by this rule, or by the
+ * removal heard within the grace), -1 when its records are kept. */
+static int space_vanished(struct ppl_store *e, uint32_t space, const char *what, const char *path, bool may_drop)
+{
+	if (!space_holds_data(e, space)) {
+		if (may_drop) {
+			store_drop_space(e, space, what);
+			return 1;
+		}
+		SLOG(e, PPL_LOG_EVENT, "PPL: %s: space %" PRIu32 ": %s (%s); its records are kept until the store "
+			 "hears of its removal", e->datadir, space, what, path);
+		return -1;
+	}
+	pthread_mutex_lock(&e->missing_lock);
+	bool marked = false;
+	for (size_t i = 0; i < e->missing_n && !marked; i++)
+		marked = e->missing[i] == space;
+	pthread_mutex_unlock(&e->missing_lock);
+	for (int waited = 0; !marked && waited < VANISH_GRACE_MS; waited += 20) {
+		struct timespec t = { 0, 20 * 1000000L };
+		nanosleep(&t, NULL);
+		if (!space_holds_data(e, space))
+			return 1; /* dropped by the removal the host reported meanwhile */
+	}
+	if (missing_mark(e, space, true))
+		SLOG(e, PPL_LOG_CRIT, "PPL: %s: space %" PRIu32 ": %s (%s), and no removal was heard (over NFS or "
+			"as a FILE_DELETE in the log). Page versions of it that exist nowhere else are kept, and "
+			"MariaDB checkpoints that need them are refused. Put the file back if it was moved by "
+			"mistake; if it was removed on purpose, run `ppl-inspect live POOL_PATH forget-space "
+			"%" PRIu32 "`", e->datadir, space, what, path, space);
+	return -1;
+}
+
 /* The page's stripe, taken for materialization or for moving its records
  * to the pool: no write of MariaDB's to it is in flight meanwhile, and no
  * other thread works on it. -1 when no file can be found for the space; 1
@@ -179,21 +302,17 @@ static int page_claim(struct ppl_store *e, struct ppl_node *n, uint32_t space, u
 		/* A file known to be gone -- the file the log or its page 0
 		 * named no longer exists, or another file (another space's:
 		 * its inode or its page 0 says so) took its name, or the
-		 * whole datadir went -- takes its space's records with it
-		 * (I7: MariaDB removed it, or re-created undo tablespaces, or
-		 * the datadir was removed or replaced by a copy). Never forget
-		 * records only because a file cannot be found: the decision
+		 * whole datadir went: space_vanished. Never forget records
+		 * only because a file cannot be found: the decision
 		 * acknowledges pages of files it found. */
-		if (named && (errno == ENOENT || errno == ESTALE)) {
-			store_drop_space(e, space, errno == ENOENT ? "its file is gone"
-							     : "its file was replaced by another space's file");
-			return 1;
-		}
+		int err = named ? errno : ENOENT;
 		struct stat st;
-		if (!named && store_stat(e, e->datadir, &st) != 0) {
-			store_drop_space(e, space, "its file is gone");
-			return 1;
-		}
+		if (named && (err == ENOENT || err == ESTALE))
+			return space_vanished(e, space, err == ENOENT ? "its file is gone"
+								      : "its file was replaced by another space's file",
+					      path, true);
+		if (!named && store_stat(e, e->datadir, &st) != 0)
+			return space_vanished(e, space, "its datadir is gone", e->datadir, true);
 		/* The space was dropped (its file removed) after the page was
 		 * picked: nothing of it is left to materialize. */
 		struct ppl_node_page_info ni;
@@ -202,15 +321,19 @@ static int page_claim(struct ppl_store *e, struct ppl_node *n, uint32_t space, u
 		    (e->pool == NULL || !ppl_pool_page_info(e->pool, space, page_no, &pi)) &&
 		    !elided_has(e, (uint64_t)space << 32 | page_no))
 			return 1;
-		/* Not a failure yet: mysql-test-run removes a datadir file by
-		 * file, and the space goes when the store hears of its file's
-		 * removal. The callers that need the page now (the checkpoint
-		 * gate, the last materialization at a stop) say so loudly. */
-		SLOG(e, PPL_LOG_EVENT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " is not materialized now: no file of "
-			"the datadir holds space %" PRIu32 " (removed, or renamed and not seen yet); its records are "
-			"kept", e->datadir, space, page_no, space);
+		/* mysql-test-run removes a datadir file by file: the space goes
+		 * when the store hears of its file's removal, within the grace.
+		 * A file renamed where its page 0 is not found yet is kept for. */
+		if (!named)
+			return space_vanished(e, space, "no file of the datadir holds it", e->datadir, false);
+		SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " is not materialized now: its file %s "
+			"cannot be opened (%s); its records are kept", e->datadir, space, page_no, path,
+			strerror(err));
 		return -1;
 	}
+	if (missing_mark(e, space, false))
+		SLOG(e, PPL_LOG_EVENT, "PPL: %s: space %" PRIu32 "'s file %s is back: its kept pages are written "
+			 "into it again", e->datadir, space, path);
 	unsigned s = store_stripe_of(ino, ((uint64_t)page_no * e->page_size) >> STRIPE_SHIFT);
 	pthread_mutex_lock(&e->stripe_lock);
 	while (e->busy[s] || e->inflight[s])
@@ -554,6 +677,32 @@ void ppl_store_file_leaving(struct ppl_store *e, uint64_t fileid)
 	else if (d.l.n)
 		SLOG(e, PPL_LOG_EVENT, "PPL: %s: space %" PRIu32 "'s file is renamed away: its %zu elided page(s) "
 			 "were written into it first", e->datadir, space, d.l.n);
+}
+
+int ppl_store_forget_space(struct ppl_store *e, uint32_t space, char *msg, size_t msglen)
+{
+	char path[4096];
+	uint64_t ino;
+	if (e->dd == NULL) {
+		snprintf(msg, msglen, "no datadir is followed: there is nothing to forget");
+		return -1;
+	}
+	bool named = ppl_datadir_path(e->dd, space, path, sizeof(path)) == 0;
+	if (named && ppl_datadir_check(e->dd, space, &ino) == 0) {
+		snprintf(msg, msglen, "space %" PRIu32 "'s file %s is there: nothing is forgotten (its kept pages "
+			 "are written into it)", space, path);
+		return -1;
+	}
+	SLOG(e, PPL_LOG_WARN, "PPL: %s: the operator says space %" PRIu32 "'s file (%s) was removed on purpose "
+		"(ppl-inspect live forget-space): what the storage node kept of it is dropped", e->datadir, space,
+		named ? path : "no file known");
+	if (store_drop_space(e, space, "forgotten at the operator's request"))
+		snprintf(msg, msglen, "space %" PRIu32 " forgotten (%s): its records, kept pages and elided pages "
+			 "are dropped (the storage node's log says how many)", space, named ? path : "no file known");
+	else
+		snprintf(msg, msglen, "space %" PRIu32 " forgotten (%s): the storage node held nothing of it",
+			 space, named ? path : "no file known");
+	return 0;
 }
 
 /* ---- the elision decision ---------------------------------------------------- */

@@ -128,6 +128,13 @@ struct ppl_store {
 	 * checkpoint since it. */
 	uint64_t replay_until_ns;
 	uint64_t superseded_writes, spaces_dropped, logs_copied_in, partial_overwrites;
+	/* Spaces whose file vanished without the store being told while it
+	 * kept pages of them that exist nowhere else (space_vanished in
+	 * store_gate.c): logged once, kept until the file is back or the
+	 * operator forgets the space. A leaf lock. */
+	pthread_mutex_t missing_lock;
+	uint32_t *missing;
+	size_t missing_n, missing_cap;
 	uint32_t dw_page_size;         /* the largest page the pool's doublewrite slots hold */
 	uint64_t verify_same, verify_diverged, verify_skipped;
 };
@@ -235,7 +242,7 @@ size_t store_elided_drop_pages(struct ppl_store *e, uint32_t space, uint32_t fir
 /* Removes every page of the space from the elided set; returns how many. */
 size_t store_elided_drop_space(struct ppl_store *e, uint32_t space);
 /* I7: a space whose file is gone keeps nothing: no records, in memory or the pool, no elided page. */
-void store_drop_space(struct ppl_store *e, uint32_t space, const char *why);
+bool store_drop_space(struct ppl_store *e, uint32_t space, const char *why);
 /* I7: whether a read of the page is served rebuilt (this node may have elided it). */
 bool store_served_rebuilt(struct ppl_store *e, uint32_t space, uint32_t page_no);
 /* The page's records made durable in the pool, or the page materialized; takes its stripe. */

@@ -1,6 +1,7 @@
 /* The engine's figures and one page's pending records as JSON, for the
  * live socket (ppl_control.c) and `ppl-inspect live`. The names follow
  * the stats lines. */
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,7 @@ static json_object *stats_json(struct ppl_store *e)
 	put_u64(o, "logs_copied_in", f.logs_copied_in);
 	/* I7: what the engine dropped because the log no longer covers it */
 	put_u64(o, "spaces_dropped", f.spaces_dropped);
+	put_u64(o, "spaces_missing", f.spaces_missing);
 	put_u64(o, "page_size", f.page_size);
 	put_u64(o, "parsed_lsn", f.parsed_lsn);
 
@@ -193,10 +195,17 @@ char *ppl_store_json(struct ppl_store *e, const char *request)
 		o = stats_json(e);
 	} else if (sscanf(request, "page %" SCNu32 ":%" SCNu32 "%c", &space, &page_no, &tail) == 2) {
 		o = page_json(e, space, page_no);
+	} else if (strncmp(request, "forget-space ", 13) == 0 && isdigit((unsigned char)request[13]) &&
+		   sscanf(request, "forget-space %" SCNu32 "%c", &space, &tail) == 1) {
+		char msg[512];
+		o = json_object_new_object();
+		int rc = ppl_store_forget_space(e, space, msg, sizeof(msg));
+		json_object_object_add(o, rc == 0 ? "forgotten" : "error", json_object_new_string(msg));
 	} else {
 		o = json_object_new_object();
-		json_object_object_add(o, "error", json_object_new_string("unknown request: ask \"stats\" or "
-									   "\"page SPACE:PAGE\""));
+		json_object_object_add(o, "error", json_object_new_string("unknown request: ask \"stats\", "
+									   "\"page SPACE:PAGE\" or "
+									   "\"forget-space SPACE\""));
 	}
 	char *out = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
 	json_object_put(o);

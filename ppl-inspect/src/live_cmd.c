@@ -3,6 +3,7 @@
  * is JSON; printed pretty by default, as received with --json. */
 #include <errno.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,15 +89,17 @@ int live_main(int argc, char **argv, void (*usage)(FILE *))
 			return 2;
 		}
 	}
-	if (pool == NULL || what == NULL || (strcmp(what, "stats") != 0 && strcmp(what, "page") != 0) ||
-	    (strcmp(what, "page") == 0) != (page != NULL)) {
+	bool takes_arg = what && (strcmp(what, "page") == 0 || strcmp(what, "forget-space") == 0);
+	if (pool == NULL || what == NULL ||
+	    (strcmp(what, "stats") != 0 && strcmp(what, "page") != 0 && strcmp(what, "forget-space") != 0) ||
+	    takes_arg != (page != NULL)) {
 		usage(stderr);
 		return 2;
 	}
 	char path[4096], request[128];
 	snprintf(path, sizeof(path), "%s.ctl", pool);
 	if (page)
-		snprintf(request, sizeof(request), "page %s", page);
+		snprintf(request, sizeof(request), "%s %s", what, page);
 	else
 		snprintf(request, sizeof(request), "stats");
 	char *reply = ask(path, request);

@@ -16,10 +16,14 @@ static void usage(FILE *f)
 		"       ppl-inspect pool dump PATH SPACE:PAGE [--json]\n"
 		"       ppl-inspect live POOL_PATH stats [--json]\n"
 		"       ppl-inspect live POOL_PATH page SPACE:PAGE [--json]\n"
+		"       ppl-inspect live POOL_PATH forget-space SPACE [--json]\n"
 		"\n"
 		"live asks the running ganesha.nfsd whose export uses the pool at POOL_PATH (over\n"
 		"the socket POOL_PATH.ctl) for its figures, or for one page's pending records\n"
-		"(in memory and in the pool); JSON, pretty unless --json.\n"
+		"(in memory and in the pool); JSON, pretty unless --json. forget-space tells it\n"
+		"that a data file it found gone (its log names the space in a CRIT line) was\n"
+		"removed on purpose: the pages it kept of that space are dropped, and the\n"
+		"checkpoints it refused for them pass. It refuses while the space's file is there.\n"
 		"check, info and dump open the pool read-only and change nothing. Exit status:\n"
 		"0 fine, 1 the pool has damage or pages to repair, 2 bad usage or the pool cannot be opened.\n");
 }

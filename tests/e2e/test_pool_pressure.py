@@ -9,14 +9,16 @@ MariaDB's checkpoint writes are held while the acknowledged pages below
 them settle, then pass (the log-wrap guard, I3).
 A storage-node crash in the middle puts the pool's records back into the
 index. `ppl-inspect live` shows the running node's figures and a kept
-page's records. Correctness: CHECK TABLE, the same checksums across a MariaDB
+page's records, and refuses to forget a space whose file is there. Correctness: CHECK TABLE, the same checksums across a MariaDB
 restart, and after a clean stop of the storage node a plain MariaDB on its
 datadir alone sees the same tables (a clean stop materializes what the
 pool kept)."""
 import json
 import os
 import re
+import subprocess
 
+from lib import paths
 from lib.mariadb import MariaDB
 from lib.stack import Stack, require_stack
 
@@ -101,6 +103,14 @@ def test_small_pool_keeps_fills_and_comes_back(tmp_path):
         assert any(p["pool"] and p["pool"]["records"] + p["pool"]["dram_records"] > 0 and p["pending"]
                    and p["pending"]["mtrs"] and all(m["records"] for m in p["pending"]["mtrs"])
                    for p in pages), dump(pages)
+        # forget-space, the one live command that changes a running
+        # store, refuses a space whose file is there: nothing is dropped
+        space = db.sql("SELECT SPACE FROM information_schema.INNODB_SYS_TABLES WHERE NAME='sbtest/sbtest1'")
+        r = subprocess.run([paths.tool("ppl-inspect"), "live", s.pool, "forget-space", space.strip()],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2 and "is there" in r.stderr, (r.returncode, r.stdout, r.stderr)
+        after = s.live("stats")
+        assert after["spaces_missing"] == 0 and after["spaces_dropped"] == live["spaces_dropped"], dump(after)
         stats = s.catcher_stats()
         assert sum(stats["classes"][c]["elided"] for c in ("ibd", "ibdata", "undo")) > 100, stats
         before = check(db)

@@ -44,7 +44,7 @@ struct host {
 	uint64_t written;            /* LSN the log file holds up to */
 	uint64_t clock_ns;
 	pthread_mutex_t lines_lock;  /* the store logs from its own threads too */
-	char lines[64][512];
+	char lines[64][1024];
 	int nlines;
 	const struct ppl_io *io;     /* the store's file I/O (NULL: POSIX); set after host_make */
 	struct ppl_store *s;

@@ -8,7 +8,9 @@
  * Each test ends by reading the pages it touched: whatever the path (the
  * pool, the data file, a rebuild), a read returns the page MariaDB wrote,
  * and a page of another file never receives a space's records. */
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "ppl/page_apply.h"
@@ -397,6 +399,73 @@ static void test_pages_written_by_tools(void)
 	host_close(&h);
 }
 
+/* A data file vanishes without a word to the store (moved or removed on
+ * the storage node's own disk; or the node crashed between a removal and
+ * its hook) while it holds an elided page, a version that exists nowhere
+ * else: the checkpoint that needs it is refused and nothing is dropped.
+ * Once the file is back the checkpoint passes and a read serves the page.
+ * Vanished again, the operator's forget-space (refused while the space's
+ * file is there) drops what was kept and the checkpoint passes. */
+static void test_vanished_file(void)
+{
+	struct host h;
+	host_open(&h);
+	static uint8_t p3[PS], p4[PS], got[PS];
+	char aside[320];
+	snprintf(aside, sizeof aside, "%s/t1.ibd.aside", h.dir);
+	read_file(h.ibd_path, p3, PS, 3 * PS);
+	change(&h, 3, 600, 0x51, 40, p3);
+	flush_log(&h);
+	CHECK_EQ_U(ask(&h, 3, p3, PS), PPL_ELIDE_ACK);
+
+	CHECK(rename(h.ibd_path, aside) == 0);
+	CHECK(checkpoint(&h, h.l.lsn) != 0);
+	CHECK(logged(&h, "is refused"));
+	CHECK(logged(&h, "forget-space 5"));
+	char *j = ppl_store_json(h.s, "page 5:3");
+	CHECK(strstr(j, "\"pending\":{") != NULL); /* kept */
+	free(j);
+	struct ppl_store_figures f;
+	ppl_store_figures(h.s, &f);
+	CHECK_EQ_U(f.spaces_missing, 1);
+	CHECK_EQ_U(f.spaces_dropped, 0);
+	j = ppl_store_json(h.s, "forget-space 0"); /* ibdata1 is there */
+	CHECK(strstr(j, "\"error\"") != NULL && strstr(j, "is there") != NULL);
+	free(j);
+
+	/* the file is put back */
+	CHECK(rename(aside, h.ibd_path) == 0);
+	CHECK_EQ_U(checkpoint(&h, h.l.lsn), 0);
+	CHECK(logged(&h, "is back"));
+	ppl_store_figures(h.s, &f);
+	CHECK_EQ_U(f.spaces_missing, 0);
+	CHECK_EQ_U(host_read(&h, 3, got), 0);
+	CHECK(memcmp(got, p3, PS) == 0);
+
+	/* gone again, and the operator says it was removed on purpose */
+	read_file(h.ibd_path, p4, PS, 4 * PS);
+	change(&h, 4, 600, 0x52, 40, p4);
+	flush_log(&h);
+	CHECK_EQ_U(ask(&h, 4, p4, PS), PPL_ELIDE_ACK);
+	CHECK(rename(h.ibd_path, aside) == 0);
+	CHECK(checkpoint(&h, h.l.lsn) != 0);
+	j = ppl_store_json(h.s, "forget-space 5");
+	CHECK(strstr(j, "\"forgotten\"") != NULL);
+	free(j);
+	CHECK_EQ_U(checkpoint(&h, h.l.lsn), 0);
+	for (uint32_t pg = 3; pg <= 4; pg++) {
+		char req[32];
+		snprintf(req, sizeof req, "page 5:%" PRIu32, pg);
+		j = ppl_store_json(h.s, req);
+		CHECK(strstr(j, "\"pending\":null") != NULL && strstr(j, "\"pool\":null") != NULL);
+		free(j);
+	}
+	ppl_store_figures(h.s, &f);
+	CHECK_EQ_U(f.spaces_missing, 0);
+	CHECK(rename(aside, h.ibd_path) == 0); /* for host_close */
+	host_close(&h);
+}
+
 int main(void)
 {
 	test_every_refusal();
@@ -407,5 +476,6 @@ int main(void)
 	test_inode_reused(true);
 	test_log_resize();
 	test_pages_written_by_tools();
+	test_vanished_file();
 	CHECK_DONE();
 }

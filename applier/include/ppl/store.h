@@ -57,7 +57,8 @@
  * Locks, in the order they may be taken (never the other way):
  *     order_lock -> log_lock          a log write, begin to end; then ingest
  *     gate_lock  -> stripe_lock       one gate or materialization pass; one page
- *     elided_lock, work_lock          leaves: nothing is taken under them
+ *     elided_lock, missing_lock,      leaves: nothing is taken under them
+ *     work_lock
  * log_lock and gate_lock are never held together: the gate parses under
  * log_lock, lets it go, then takes gate_lock. The node's rwlock and the
  * pool's locks are below all of these.
@@ -225,6 +226,7 @@ struct ppl_store_figures {
 	uint64_t pool_loaded_pages, pool_loaded_records;
 	bool copying;                  /* a log being copied in: ingest waits */
 	uint64_t logs_copied_in, superseded_writes, spaces_dropped;
+	uint64_t spaces_missing;       /* files vanished unannounced, their pages kept */
 };
 void ppl_store_figures(struct ppl_store *e, struct ppl_store_figures *f);
 /* The index and the pool, for one page's dump; NULL when there is none.
@@ -233,8 +235,15 @@ void ppl_store_figures(struct ppl_store *e, struct ppl_store_figures *f);
 struct ppl_node *ppl_store_node(struct ppl_store *e);
 struct ppl_pool *ppl_store_pool(struct ppl_store *e);
 
-/* The live socket's answer to a request line ("stats" or "page S:P"):
- * a malloc'ed JSON text (store_json.c). */
+/* The operator's word that the space's file, found gone without a
+ * removal the store heard of, was removed on purpose: what the store
+ * kept of the space (records, pool pages, elided pages) is dropped, and
+ * the checkpoints it held back may pass. Refused (-1) while a file of
+ * the datadir holds the space. msg says what was done, or why not. */
+int ppl_store_forget_space(struct ppl_store *e, uint32_t space, char *msg, size_t msglen);
+
+/* The live socket's answer to a request line ("stats", "page S:P" or
+ * "forget-space S"): a malloc'ed JSON text (store_json.c). */
 char *ppl_store_json(struct ppl_store *e, const char *request);
 
 /* "redo 12.3 MB, 4567 mtrs, ... " for the stats line. */
