@@ -50,11 +50,10 @@ static struct space_file *grow(struct space_file **a, size_t *n, size_t *cap)
 }
 
 /* The space a file's page 0 names; false while page 0 was never written.
- * hdr holds the page's first PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS +
- * 4 bytes. */
+ * hdr holds the page's first PPL_PAGE0_HEAD bytes. */
 static bool page0_space(const uint8_t *hdr, uint32_t *space)
 {
-	if (ppl_page_lsn(hdr) == 0 && ppl_rd4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS) == 0)
+	if (ppl_page0_unwritten(hdr))
 		return false;
 	*space = ppl_rd4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_ID);
 	return true;
@@ -62,7 +61,7 @@ static bool page0_space(const uint8_t *hdr, uint32_t *space)
 
 static void add_file(struct ppl_datadir *d, const char *path)
 {
-	uint8_t hdr[PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS + 4];
+	uint8_t hdr[PPL_PAGE0_HEAD];
 	const struct ppl_io *io = d->io;
 	int fd = io->open(io->arg, path, O_RDONLY);
 	if (fd < 0)
@@ -501,7 +500,7 @@ static int open_space(struct ppl_datadir *d, uint32_t space, uint64_t want, int 
 	if (fd < 0)
 		return -1;
 	struct stat st;
-	uint8_t hdr[PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS + 4];
+	uint8_t hdr[PPL_PAGE0_HEAD];
 	ssize_t got = io->pread(io->arg, fd, hdr, sizeof(hdr), 0);
 	uint32_t named;
 	int err = 0;

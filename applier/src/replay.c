@@ -140,7 +140,7 @@ static int probe_file(struct ctx *c, const char *path)
 	int fd = open(path, O_RDONLY);
 	if (fd < 0)
 		return 0;
-	uint8_t hdr[PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS + 4];
+	uint8_t hdr[PPL_PAGE0_HEAD];
 	ssize_t n = pread(fd, hdr, sizeof hdr, 0);
 	close(fd);
 	if (n != (ssize_t)sizeof hdr) {
@@ -354,14 +354,13 @@ out:
  * it. Anything else is a conflict the caller reports. */
 static int reuse_existing(struct ctx *c, struct space *s)
 {
-	uint8_t hdr[PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS + 4];
+	uint8_t hdr[PPL_PAGE0_HEAD];
 	int fd = open(s->path, O_RDWR);
 	if (fd < 0)
 		return -1;
 	ssize_t got = pread(fd, hdr, sizeof(hdr), 0);
 	uint32_t owner = got == (ssize_t)sizeof(hdr) ? ppl_rd4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_ID) : 0;
-	bool blank = got < (ssize_t)sizeof(hdr) ||
-		     (ppl_page_lsn(hdr) == 0 && ppl_rd4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS) == 0);
+	bool blank = got < (ssize_t)sizeof(hdr) || ppl_page0_unwritten(hdr);
 	struct space *other = blank || owner == s->id ? NULL : space_find(c, owner);
 	if (!blank && owner != s->id && !(other && other->deleted)) {
 		close(fd);

@@ -112,12 +112,12 @@ static bool locate_datadir(struct ppl_store *e, uint64_t log_fileid)
  * ibdata1 before the log). */
 static int make_node(struct ppl_store *e, bool from_file)
 {
-	uint8_t hdr[PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS + 4];
+	uint8_t hdr[PPL_PAGE0_HEAD];
 	if (read_file(e, "ibdata1", hdr, sizeof(hdr), 0, NULL) != 0)
 		return -1;
+	if (ppl_page0_unwritten(hdr))
+		return -1; /* a datadir being created */
 	uint32_t flags = ppl_rd4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS);
-	if (flags == 0 && ppl_rd4(hdr + PPL_FIL_PAGE_SPACE_ID) == 0 && ppl_page_lsn(hdr) == 0)
-		return -1; /* page 0 not written yet (a datadir being created) */
 	size_t ps = ppl_fsp_flags_page_size(flags);
 	if (ps == 0) {
 		SLOG(e, PPL_LOG_WARN, "PPL: %s: ibdata1 is not a full_crc32 tablespace this engine reads; "

@@ -149,7 +149,7 @@ static unsigned classify(const char *canon)
  * (the host's may be O_DIRECT, which a small read would not satisfy). */
 static void read_header(struct entry *e, const char *canon)
 {
-	uint8_t buf[PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS + 4];
+	uint8_t buf[PPL_PAGE0_HEAD];
 	int fd = catcher_sys_openat(AT_FDCWD, canon, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0);
 	if (fd < 0)
 		return;
@@ -157,15 +157,10 @@ static void read_header(struct entry *e, const char *canon)
 	catcher_sys_close(fd);
 	if (n != (ssize_t)sizeof buf)
 		return; /* new, empty file: learned from its page 0 write */
+	if (ppl_page0_unwritten(buf))
+		return; /* allocated, not written yet: learned from its page 0 write */
 	uint32_t flags = ppl_rd4(buf + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS);
 	uint32_t space = ppl_rd4(buf + PPL_FIL_PAGE_SPACE_ID);
-	if (flags == 0 && space == 0 && ppl_rd4(buf + PPL_FIL_PAGE_OFFSET) == 0 && ppl_rd8(buf + PPL_FIL_PAGE_LSN) == 0 &&
-	    ppl_rd4(buf) == 0) {
-		/* All zero: allocated but never written. Note that the system
-		 * tablespace is space 0 with nonzero flags, so it never looks
-		 * like this once initialized. */
-		return;
-	}
 	uint32_t ps = 0;
 	uint8_t fmt = catcher_flags_fmt(flags, &ps);
 	set_format(e, fmt, ps, space);

@@ -17,7 +17,7 @@
  * page size from what is actually being written. */
 static void learn_page0(struct catcher_plan *p, const struct iovec *iov, int cnt)
 {
-	if (p->off != 0 || cnt < 1 || iov[0].iov_len < PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS + 4)
+	if (p->off != 0 || cnt < 1 || iov[0].iov_len < PPL_PAGE0_HEAD)
 		return;
 	const uint8_t *b = iov[0].iov_base;
 	if (ppl_rd4(b + PPL_FIL_PAGE_OFFSET) != 0 || ppl_rd8(b + PPL_FIL_PAGE_LSN) == 0)

@@ -70,6 +70,19 @@ static inline bool ppl_page_all_zero(const uint8_t *page, size_t size)
 			return false;
 	return true;
 }
+/* The head of page 0 that says which space a file holds and its format:
+ * through FSP_SPACE_FLAGS. */
+#define PPL_PAGE0_HEAD (PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_FLAGS + 4)
+/* Whether page 0 was never written, from its head (PPL_PAGE0_HEAD bytes):
+ * all zeros (a file InnoDB extended before writing page 0, a page 0 whose
+ * writes were elided, a file being created). A written page 0 is never
+ * all zeros there, whatever its format: its page type is FSP_HDR. The one
+ * rule for the storage node (datadir.c, make_node), ppl-replay and
+ * libcatcher's fdtable.c. */
+static inline bool ppl_page0_unwritten(const uint8_t *head)
+{
+	return ppl_page_all_zero(head, PPL_PAGE0_HEAD);
+}
 /* Whether a page passes the full_crc32 check (and is not all zero). */
 bool ppl_page_crc_ok(const uint8_t *page, size_t size);
 /* Writes the page LSN into header and trailer and recomputes the checksum,
