@@ -136,9 +136,10 @@ void pool_entries_fini(struct ppl_pool *p)
 
 void pool_page_insert(struct ppl_pool *p, struct pool_page *e)
 {
+	PPL_TSAN_PUBLISH(e);
 	rcu_read_lock();
 	cds_lfht_add(p->ht, ppl_hash64(e->key), &e->node);
-	rcu_read_unlock();
+	pool_read_unlock(p);
 	ADD(p, n_pages, 1);
 }
 
@@ -148,7 +149,10 @@ static struct pool_page *lookup(struct ppl_pool *p, uint64_t key)
 	struct cds_lfht_iter it;
 	cds_lfht_lookup(p->ht, ppl_hash64(key), match_key, &key, &it);
 	struct cds_lfht_node *n = cds_lfht_iter_get_node(&it);
-	return n ? caa_container_of(n, struct pool_page, node) : NULL;
+	struct pool_page *e = n ? caa_container_of(n, struct pool_page, node) : NULL;
+	if (e)
+		PPL_TSAN_FOUND(e);
+	return e;
 }
 
 /* The directory slot of a page whose entry is not built yet, or NULL.
@@ -194,9 +198,10 @@ static struct pool_page *migrate(struct ppl_pool *p, struct dir_ent *d)
 	} else {
 		ADD(p, idx_records, e->records);
 	}
+	PPL_TSAN_PUBLISH(e);
 	rcu_read_lock();
 	cds_lfht_add(p->ht, ppl_hash64(e->key), &e->node);
-	rcu_read_unlock();
+	pool_read_unlock(p);
 	__atomic_store_n(&d->consumed, 1, __ATOMIC_RELEASE);
 	return e;
 }
@@ -213,7 +218,7 @@ static struct pool_page *writer_lookup(struct ppl_pool *p, uint64_t key)
 	rcu_read_lock();
 	struct pool_page *e = lookup(p, key);
 	struct dir_ent *d = e ? NULL : dir_find(p, key);
-	rcu_read_unlock(); /* e stays: only holders of this writer lock retire it */
+	pool_read_unlock(p); /* e stays: only holders of this writer lock retire it */
 	if (d)
 		e = migrate(p, d);
 	return e;
@@ -269,6 +274,7 @@ static void retire_cb(struct rcu_head *h)
 {
 	struct pool_page *e = caa_container_of(h, struct pool_page, rcu);
 	struct ppl_pool *p = e->pool;
+	PPL_TSAN_GRACE(p);
 	uint32_t b = e->head;
 	pthread_mutex_lock(&p->alloc_lock);
 	for (uint32_t i = 0; i < e->nblocks && b != 0 && b < p->nblocks; i++) {
@@ -606,7 +612,7 @@ static enum ppl_pool_status replace_chain(struct ppl_pool *p, struct pool_page *
 			free_head(p, old->head);
 			rcu_read_lock();
 			cds_lfht_del(p->ht, &old->node);
-			rcu_read_unlock();
+			pool_read_unlock(p);
 			SUB(p, n_pages, 1);
 			retire(p, old);
 		}
@@ -681,9 +687,10 @@ static enum ppl_pool_status replace_chain(struct ppl_pool *p, struct pool_page *
 	}
 	if (old)
 		free_head(p, old->head);
+	PPL_TSAN_PUBLISH(e);
 	rcu_read_lock();
 	struct cds_lfht_node *prev = cds_lfht_add_replace(p->ht, ppl_hash64(key), match_key, &key, &e->node);
-	rcu_read_unlock();
+	pool_read_unlock(p);
 	if (prev)
 		retire(p, caa_container_of(prev, struct pool_page, node));
 	else
@@ -788,6 +795,7 @@ uint64_t ppl_pool_drop_space(struct ppl_pool *p, uint32_t space)
 	pool_index_wait(p);
 	rcu_read_lock();
 	cds_lfht_for_each_entry(p->ht, &it, e, node) {
+		PPL_TSAN_FOUND(e);
 		if ((uint32_t)(e->key >> 32) != space)
 			continue;
 		if (n == cap) {
@@ -799,7 +807,7 @@ uint64_t ppl_pool_drop_space(struct ppl_pool *p, uint32_t space)
 		}
 		keys[n++] = e->key;
 	}
-	rcu_read_unlock();
+	pool_read_unlock(p);
 	uint64_t dropped = 0;
 	for (size_t i = 0; i < n; i++) {
 		pthread_mutex_t *lk = writer_lock(p, keys[i]);
@@ -899,7 +907,7 @@ enum ppl_pool_status ppl_pool_records(struct ppl_pool *p, uint32_t space, uint32
 		pool_stream_parse(space, page_no, s->data, __atomic_load_n(&s->used, __ATOMIC_ACQUIRE), deliver_one,
 				  &d, NULL, NULL, NULL);
 out:
-	rcu_read_unlock();
+	pool_read_unlock(p);
 	return st;
 }
 
@@ -943,7 +951,7 @@ bool ppl_pool_page_info(struct ppl_pool *p, uint32_t space, uint32_t page_no, st
 		memset(out, 0, sizeof(*out));
 		found = false;
 	}
-	rcu_read_unlock();
+	pool_read_unlock(p);
 	return found;
 }
 
@@ -958,10 +966,11 @@ void ppl_pool_for_each_page(struct ppl_pool *p,
 	pool_index_wait(p);
 	rcu_read_lock();
 	cds_lfht_for_each_entry(p->ht, &it, e, node) {
+		PPL_TSAN_FOUND(e);
 		snapshot(e, &info);
 		fn(arg, (uint32_t)(e->key >> 32), (uint32_t)e->key, &info);
 	}
-	rcu_read_unlock();
+	pool_read_unlock(p);
 }
 
 static bool older(const struct ppl_pool_page_ref *a, const struct ppl_pool_page_ref *b)
@@ -981,6 +990,7 @@ size_t ppl_pool_oldest(struct ppl_pool *p, struct ppl_pool_page_ref *out, size_t
 	pool_index_wait(p);
 	rcu_read_lock();
 	cds_lfht_for_each_entry(p->ht, &it, e, node) {
+		PPL_TSAN_FOUND(e);
 		struct ppl_pool_page_ref r = { (uint32_t)(e->key >> 32), (uint32_t)e->key,
 					       __atomic_load_n(&e->first_lsn, __ATOMIC_RELAXED),
 					       __atomic_load_n(&e->spill, __ATOMIC_RELAXED) != 0 };
@@ -993,7 +1003,7 @@ size_t ppl_pool_oldest(struct ppl_pool *p, struct ppl_pool_page_ref *out, size_t
 		}
 		out[i] = r;
 	}
-	rcu_read_unlock();
+	pool_read_unlock(p);
 	return have;
 }
 
@@ -1006,11 +1016,12 @@ uint64_t ppl_pool_oldest_dram_lsn(struct ppl_pool *p)
 	struct pool_page *e;
 	rcu_read_lock();
 	cds_lfht_for_each_entry(p->ht, &it, e, node) {
+		PPL_TSAN_FOUND(e);
 		uint64_t l = __atomic_load_n(&e->dram_first_lsn, __ATOMIC_RELAXED);
 		if (__atomic_load_n(&e->dram_records, __ATOMIC_RELAXED) && l < min)
 			min = l;
 	}
-	rcu_read_unlock();
+	pool_read_unlock(p);
 	return min;
 }
 

@@ -14,6 +14,15 @@
 #include "ppl/hash.h"
 #include "pool_persist.h"
 #include "ppl/pool.h"
+#include "rcu_tsan.h"
+
+/* The end of a read-side section over the pool's index, told to
+ * ThreadSanitizer (rcu_tsan.h: the pool is the domain). */
+static inline void pool_read_unlock(struct ppl_pool *p)
+{
+	PPL_TSAN_READ_DONE(p);
+	rcu_read_unlock();
+}
 
 #define POOL_WRITER_LOCKS 256u
 #define POOL_MAX_BLOCK 4096u
