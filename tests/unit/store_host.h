@@ -177,6 +177,19 @@ static inline unsigned ask(struct host *h, uint32_t page_no, const uint8_t *imag
 	return ppl_store_elide(h->s, &pg);
 }
 
+/* The page read from its file, one mini-transaction on it (`len` bytes of
+ * `fill` at `at`), the log flushed, and its write elided: the store says
+ * yes to the image. Returns the mini-transaction's end LSN. */
+static inline uint64_t elide_one(struct host *h, uint32_t page_no, uint32_t at, uint8_t fill, size_t len,
+				 uint8_t *image)
+{
+	read_file(h->ibd_path, image, PS, (off_t)page_no * PS);
+	uint64_t lsn = change(h, page_no, at, fill, len, image);
+	flush_log(h);
+	CHECK_EQ_U(ask(h, page_no, image, PS), PPL_ELIDE_ACK);
+	return lsn;
+}
+
 /* MariaDB writes a page itself (the store said no): begin, the file, the
  * store (the page becomes a base), end. */
 static inline void host_page_write(struct host *h, uint32_t page_no, const uint8_t *page)

@@ -224,10 +224,7 @@ static void test_inode_reused(bool by_rename)
 	struct host h;
 	host_open(&h);
 	static uint8_t p3[PS], mine[PS], got[PS];
-	read_file(h.ibd_path, p3, PS, 3 * PS);
-	change(&h, 3, 700, 0x91, 40, p3);
-	flush_log(&h);
-	CHECK_EQ_U(ask(&h, 3, p3, PS), PPL_ELIDE_ACK);
+	elide_one(&h, 3, 700, 0x91, 40, p3);
 	uint64_t old_ino = h.ibd_ino;
 	if (by_rename) {
 		char tmp[300];
@@ -318,10 +315,7 @@ static void test_pages_written_by_tools(void)
 
 	/* 1. MariaDB's write of page 3 is elided; a tool reads the page (served
 	 * rebuilt), changes bytes and writes it back at the same LSN */
-	read_file(h.ibd_path, p3, PS, 3 * PS);
-	uint64_t l3 = change(&h, 3, 700, 0x41, 40, p3);
-	flush_log(&h);
-	CHECK_EQ_U(ask(&h, 3, p3, PS), PPL_ELIDE_ACK);
+	uint64_t l3 = elide_one(&h, 3, 700, 0x41, 40, p3);
 	memcpy(tool3, p3, PS);
 	memset(tool3 + 141, 0xff, 6);
 	ppl_page_stamp(tool3, PS, l3);
@@ -367,10 +361,7 @@ static void test_pages_written_by_tools(void)
 	/* 3. a tool zeroes a whole page inside the file over an elided page:
 	 * the page is zeros, as on a disk (MariaDB's recovery then restores
 	 * it from its doublewrite buffer) */
-	read_file(h.ibd_path, p6, PS, 6 * PS);
-	change(&h, 6, 900, 0x42, 40, p6);
-	flush_log(&h);
-	CHECK_EQ_U(ask(&h, 6, p6, PS), PPL_ELIDE_ACK);
+	elide_one(&h, 6, 900, 0x42, 40, p6);
 	static const uint8_t zeros[PS];
 	host_page_write(&h, 6, zeros);
 	CHECK(logged(&h, "overwritten with zeros"));
@@ -413,10 +404,7 @@ static void test_vanished_file(void)
 	static uint8_t p3[PS], p4[PS], got[PS];
 	char aside[320];
 	snprintf(aside, sizeof aside, "%s/t1.ibd.aside", h.dir);
-	read_file(h.ibd_path, p3, PS, 3 * PS);
-	change(&h, 3, 600, 0x51, 40, p3);
-	flush_log(&h);
-	CHECK_EQ_U(ask(&h, 3, p3, PS), PPL_ELIDE_ACK);
+	elide_one(&h, 3, 600, 0x51, 40, p3);
 
 	CHECK(rename(h.ibd_path, aside) == 0);
 	CHECK(checkpoint(&h, h.l.lsn) != 0);
@@ -443,10 +431,7 @@ static void test_vanished_file(void)
 	CHECK(memcmp(got, p3, PS) == 0);
 
 	/* gone again, and the operator says it was removed on purpose */
-	read_file(h.ibd_path, p4, PS, 4 * PS);
-	change(&h, 4, 600, 0x52, 40, p4);
-	flush_log(&h);
-	CHECK_EQ_U(ask(&h, 4, p4, PS), PPL_ELIDE_ACK);
+	elide_one(&h, 4, 600, 0x52, 40, p4);
 	CHECK(rename(h.ibd_path, aside) == 0);
 	CHECK(checkpoint(&h, h.l.lsn) != 0);
 	j = ppl_store_json(h.s, "forget-space 5");
