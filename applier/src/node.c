@@ -550,6 +550,20 @@ static void publish_parsed(struct ppl_node *n)
 	pthread_mutex_unlock(&n->parsed_lock);
 }
 
+/* After a call into the redo reader under the write lock: the parsed LSN
+ * published, the reader's error kept, the lock let go, then the file
+ * events delivered to the host outside the lock (its callback takes locks
+ * of its own). */
+static int reader_done(struct ppl_node *n, int r)
+{
+	publish_parsed(n);
+	if (r && !n->fail)
+		snprintf(n->err, sizeof n->err, "%s", ppl_redo_error(n->reader));
+	pthread_rwlock_unlock(&n->lock);
+	deliver_events(n);
+	return r ? -1 : 0;
+}
+
 int ppl_node_log_write(struct ppl_node *n, uint64_t off, const void *buf, size_t len)
 {
 	if (!n->reader) {
@@ -558,13 +572,8 @@ int ppl_node_log_write(struct ppl_node *n, uint64_t off, const void *buf, size_t
 	}
 	pthread_rwlock_wrlock(&n->lock);
 	int r = ppl_redo_feed(n->reader, off, buf, len);
-	publish_parsed(n);
 	n->st.log_bytes += len;
-	if (r && !n->fail)
-		snprintf(n->err, sizeof n->err, "%s", ppl_redo_error(n->reader));
-	pthread_rwlock_unlock(&n->lock);
-	deliver_events(n);
-	return r ? -1 : 0;
+	return reader_done(n, r);
 }
 
 int ppl_node_log_hold(struct ppl_node *n, uint64_t off, const void *buf, size_t len)
@@ -572,13 +581,7 @@ int ppl_node_log_hold(struct ppl_node *n, uint64_t off, const void *buf, size_t 
 	if (!n->reader)
 		return -1;
 	pthread_rwlock_wrlock(&n->lock);
-	int r = ppl_redo_hold(n->reader, off, buf, len);
-	publish_parsed(n);
-	if (r && !n->fail)
-		snprintf(n->err, sizeof n->err, "%s", ppl_redo_error(n->reader));
-	pthread_rwlock_unlock(&n->lock);
-	deliver_events(n);
-	return r ? -1 : 0;
+	return reader_done(n, ppl_redo_hold(n->reader, off, buf, len));
 }
 
 int ppl_node_log_durable(struct ppl_node *n, uint64_t lsn)
@@ -586,13 +589,7 @@ int ppl_node_log_durable(struct ppl_node *n, uint64_t lsn)
 	if (!n->reader)
 		return -1;
 	pthread_rwlock_wrlock(&n->lock);
-	int r = ppl_redo_durable(n->reader, lsn);
-	publish_parsed(n);
-	if (r && !n->fail)
-		snprintf(n->err, sizeof n->err, "%s", ppl_redo_error(n->reader));
-	pthread_rwlock_unlock(&n->lock);
-	deliver_events(n);
-	return r ? -1 : 0;
+	return reader_done(n, ppl_redo_durable(n->reader, lsn));
 }
 
 int ppl_node_log_live(struct ppl_node *n)
