@@ -150,7 +150,10 @@ static int judge_stall(struct ppl_redo_reader *r)
 		 * mini-transaction, so this one claims more than was written
 		 * (a damaged length). (A page write's LSN is one too, but the
 		 * reader does not rely on that.) */
-		if (!r->have_ck || r->ck.end_lsn <= r->lsn || r->lsn + r->fill < r->ck.end_lsn)
+		size_t have = r->fill; /* what the frame was given: only final bytes of a server's writes */
+		if (r->source != PPL_REDO_FILE_IMAGE)
+			have = r->final > r->lsn ? (r->final - r->lsn < have ? (size_t)(r->final - r->lsn) : have) : 0;
+		if (!r->have_ck || r->ck.end_lsn <= r->lsn || r->lsn + have < r->ck.end_lsn)
 			return 0;
 		snprintf(why, sizeof why, "incomplete mini-transaction that runs past the end of the log at the "
 			 "checkpoint written at LSN %llu", (unsigned long long)r->ck.end_lsn);
@@ -463,7 +466,9 @@ int ppl_redo_start_at(struct ppl_redo_reader *r, uint64_t lsn)
 		return -1;
 	r->started = true;
 	r->lsn = lsn;
-	r->final = lsn;
+	/* the checkpoint's end stays final (feed_checkpoint): the server
+	 * flushed its log that far before it wrote the block */
+	r->final = r->have_ck && r->ck.end_lsn > lsn ? r->ck.end_lsn : lsn;
 	r->vouched = 0;
 	r->fill = 0;
 	r->stall = PPL_FRAME_MORE;

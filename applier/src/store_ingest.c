@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <urcu-bp.h>
 
@@ -244,6 +245,9 @@ static uint64_t valid_end(struct ppl_store *e, uint64_t ck_lsn, uint64_t from, u
 	    ppl_node_log_open(n, size) == 0 && ppl_node_log_write(n, 0, hdr, area) == 0 &&
 	    ppl_node_log_start(n, ck_lsn) == 0 && feed_circle(e, n, from, size - area, size, area, true) == 0)
 		end = ppl_node_parsed_lsn(n);
+	else
+		snprintf(e->start_why, sizeof(e->start_why), "%s",
+			 n && ppl_node_error(n)[0] ? ppl_node_error(n) : "the log file cannot be read from its checkpoint");
 	free(hdr);
 	ppl_node_free(n);
 	return end;
@@ -412,6 +416,46 @@ int store_hold_wait(struct ppl_store *e, struct ppl_node *n, uint32_t space, uin
 	}
 	if (ppl_node_parsed_lsn(n) >= e->held_max)
 		__atomic_store_n(&e->held, false, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* After a restart whose first look at the log met bytes still being
+ * written (start_ingest), no node tells which pages the previous run
+ * elided until MariaDB's next log write starts ingest (a client sends
+ * again the writes the dead server had not carried out): a page read
+ * waits for that. A log nobody writes for HOLD_MAX_NS will not be
+ * completed by a client; it is taken as it stands (start_ingest keeps
+ * what it parses before the damage, ingest stopped). Returns 0, or EIO
+ * when even that gives no node: a failed read, rather than a page older
+ * than the one MariaDB wrote. */
+int store_start_wait(struct ppl_store *e)
+{
+	if (!__atomic_load_n(&e->start_pending, __ATOMIC_ACQUIRE))
+		return 0;
+	__atomic_add_fetch(&e->held_waits, 1, __ATOMIC_RELAXED);
+	bool forced = false;
+	while (__atomic_load_n(&e->start_pending, __ATOMIC_ACQUIRE)) {
+		uint64_t since = __atomic_load_n(&e->start_pending_ns, __ATOMIC_RELAXED);
+		if (!forced && store_now_ns(e) - since > HOLD_MAX_NS) {
+			forced = true;
+			pthread_mutex_lock(&e->log_lock);
+			if (!e->started && !e->stopped && e->building == NULL)
+				e->start_attempts = START_ATTEMPTS - 1; /* the last: damage now is real */
+			pthread_mutex_unlock(&e->log_lock);
+			ppl_store_start_from_disk(e);
+			continue;
+		}
+		if (forced || STOPPED(e)) {
+			__atomic_add_fetch(&e->held_timeouts, 1, __ATOMIC_RELAXED);
+			SLOG(e, PPL_LOG_CRIT, "PPL: %s: a page READ after the restart fails rather than serve a page "
+				"older than the one MariaDB wrote: the log's last bytes from before the restart are "
+				"incomplete, nobody completed them, and redo ingest could not start (see above)",
+				e->datadir);
+			return EIO;
+		}
+		struct timespec t = { 0, (long)HOLD_SLICE_NS };
+		nanosleep(&t, NULL);
+	}
 	return 0;
 }
 
@@ -675,6 +719,7 @@ static int start_ingest(struct ppl_store *e, uint64_t write_end)
 	uint8_t *hdr = malloc(area);
 	if (hdr == NULL)
 		return -1;
+	e->start_why[0] = '\0';
 	int got = read_file(e, "ib_logfile0", hdr, area, 0, &size);
 	if (got != 0 || size <= area || (write_end != TO_END && write_end < area)) {
 		free(hdr);
@@ -719,7 +764,8 @@ static int start_ingest(struct ppl_store *e, uint64_t write_end)
 		if (rc == 0)
 			rc = feed_file(e, area, write_end);
 	}
-	if (rc != 0 && ppl_node_error(e->building) && ++e->start_attempts < START_ATTEMPTS) {
+	const char *why = ppl_node_error(e->building)[0] ? ppl_node_error(e->building) : e->start_why;
+	if (rc != 0 && ++e->start_attempts < START_ATTEMPTS) {
 		/* The file was read while other pieces of MariaDB's log write
 		 * (a client splits a large write into several WRITEs that run
 		 * at once) may not have reached it: their old bytes fail the
@@ -727,18 +773,35 @@ static int start_ingest(struct ppl_store *e, uint64_t write_end)
 		 * this one is on disk; catch up then. Damage that persists
 		 * is real and stops ingest below. */
 		SLOG(e, PPL_LOG_EVENT, "PPL: %s: the log read at ingest start ends in bytes still being written "
-			 "(%s); starting again at the next log write", e->datadir, ppl_node_error(e->building));
+			 "(%s); starting again at the next log write%s", e->datadir, why,
+			 write_end == TO_END && e->pool ? "; page reads wait until then" : "");
+		/* After a restart: which pages the previous run elided is known
+		 * only from the log, and the bytes still to come (a client's
+		 * writes the dead server had not carried out, sent again) may
+		 * hold their newest records. A page file's bytes may be older
+		 * than what MariaDB wrote, so reads wait for ingest. */
+		if (write_end == TO_END && e->pool && !__atomic_load_n(&e->start_pending, __ATOMIC_ACQUIRE)) {
+			__atomic_store_n(&e->start_pending_ns, store_now_ns(e), __ATOMIC_RELAXED);
+			__atomic_store_n(&e->start_pending, true, __ATOMIC_RELEASE);
+		}
 		ppl_node_free(e->building);
 		e->building = NULL;
 		return 0;
 	}
+	/* After a restart with the pool attached, the records parsed up to
+	 * damage that persists are all that tells which pages the previous
+	 * run elided: the node is kept, stopped, and those pages are served
+	 * rebuilt from what it holds (store_stop_ingest says so). */
+	bool keep = rc != 0 && e->pool != NULL &&
+		    (write_end == TO_END || __atomic_load_n(&e->start_pending, __ATOMIC_ACQUIRE));
 	if (rc != 0) {
-		store_stop_ingest(e, ppl_node_error(e->building) ? ppl_node_error(e->building)
-								 : "cannot read ib_logfile0");
-		return -1;
+		store_stop_ingest(e, why[0] ? why : "cannot read ib_logfile0");
+		if (!keep)
+			return -1;
 	}
 	e->start_attempts = 0;
 	e->started = true;
+	__atomic_store_n(&e->start_pending, false, __ATOMIC_RELEASE);
 	/* The writes the previous run elided are not known: any page with
 	 * records from the log read here may be one of them, and stays in
 	 * the elided set until it is materialized or written in full. */
@@ -747,8 +810,11 @@ static int start_ingest(struct ppl_store *e, uint64_t write_end)
 	ppl_node_on_file_event(e->building, on_file, e);
 	__atomic_store_n(&e->node, e->building, __ATOMIC_RELEASE);
 	e->building = NULL;
-	SLOG(e, PPL_LOG_EVENT, "PPL: %s: redo ingest started at the checkpoint LSN %" PRIu64 " (log of %" PRIu64
-		 " B by \"%s\", %zu B pages)", e->datadir, ck->lsn, size, h->creator, e->page_size);
+	SLOG(e, PPL_LOG_EVENT, "PPL: %s: redo ingest %s at the checkpoint LSN %" PRIu64 " (log of %" PRIu64
+		 " B by \"%s\", %zu B pages)", e->datadir, keep ? "stopped: what was parsed is kept, from" : "started",
+		 ck->lsn, size, h->creator, e->page_size);
+	if (keep)
+		return -1;
 	return 0;
 }
 
@@ -763,7 +829,9 @@ void ppl_store_start_from_disk(struct ppl_store *e)
 			e->log_fileid = (uint64_t)st.st_ino;
 		e->log_write_ns = store_now_ns(e);
 		start_ingest(e, TO_END);
-		if (e->started)
+		/* a restart: a client sends again the page writes it had not
+		 * seen committed (keep_newer_pages), whenever ingest starts */
+		if (e->started || __atomic_load_n(&e->start_pending, __ATOMIC_ACQUIRE))
 			__atomic_store_n(&e->replay_until_ns, UINT64_MAX, __ATOMIC_RELEASE);
 		if (!e->started && e->building != NULL) {
 			/* not a usable log yet: the first log write tries again */
@@ -801,6 +869,7 @@ static void detach(struct ppl_store *e, const char *why)
 	__atomic_store_n(&e->stopped, false, __ATOMIC_RELEASE);
 	e->waiting_logged = false;
 	e->start_attempts = 0;
+	__atomic_store_n(&e->start_pending, false, __ATOMIC_RELEASE);
 	e->suspect_upto = 0;
 	e->log_fileid = 0;
 	__atomic_store_n(&e->held, false, __ATOMIC_RELEASE);
@@ -930,10 +999,14 @@ int ppl_store_log_write(struct ppl_store *e, uint64_t fileid, uint64_t off, cons
 		goto out;
 	if (!e->started && e->building == NULL)
 		locate_datadir(e, fileid);
-	if (!e->started && e->building == NULL && make_node(e, false) != 0)
+	/* After a restart whose log was incomplete (start_pending): the
+	 * file as it stands now, its last bytes held, as at an export's
+	 * start -- pages the previous run elided may have records there. */
+	bool pending = __atomic_load_n(&e->start_pending, __ATOMIC_ACQUIRE);
+	if (!e->started && e->building == NULL && make_node(e, pending) != 0)
 		goto out;
 	if (!e->started) {
-		start_ingest(e, off + len); /* the file already holds this write */
+		start_ingest(e, pending ? TO_END : off + len); /* the file already holds this write */
 		goto out;
 	}
 	if (off + len > ppl_dialect_mariadb_10_8.area_start)

@@ -44,6 +44,13 @@ struct ppl_store {
 					* log_lock, read without it: STOPPED() */
 	bool waiting_logged;
 	unsigned start_attempts;       /* catch-ups from the file that met a damaged tail */
+	/* After a restart with the pool attached, the first look at the log
+	 * met bytes still being written: ingest starts only at MariaDB's next
+	 * log write, and until then page reads wait (store_start_wait).
+	 * Atomic; set and cleared under log_lock. */
+	bool start_pending;
+	uint64_t start_pending_ns;     /* when it was set (the store's clock) */
+	char start_why[512];           /* why the last ingest start failed, when the node does not say */
 	size_t page_size;
 	struct ppl_datadir *dd;        /* pages by space id, for reads that cover part of a page */
 	size_t cache_bytes;            /* Page_Cache_Size; the cache is made once the page size is known */
@@ -221,6 +228,7 @@ void store_after_restart_parse(struct ppl_store *e, bool log_write);
 int store_held_cmp(const void *a, const void *b);
 /* A read of a page with records in the held tail waits until they are parsed; 0, or EIO. */
 int store_hold_wait(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no);
+int store_start_wait(struct ppl_store *e);
 /* Appends a page's key; out of memory marks the list incomplete. */
 void store_key_list_add(struct key_list *l, uint32_t space, uint32_t page_no);
 

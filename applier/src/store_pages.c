@@ -192,6 +192,10 @@ static int read_pages(struct ppl_store *e, struct ppl_node *n, uint64_t fileid, 
 int ppl_store_read(struct ppl_store *e, uint64_t fileid, uint64_t off, struct iovec *iov, int iovcnt,
 		    size_t len)
 {
+	/* outside the read-side section: ingest may replace the node meanwhile */
+	int w = store_start_wait(e);
+	if (w)
+		return w;
 	rcu_read_lock();
 	struct ppl_node *n = store_node_of(e);
 	int rc = n ? read_pages(e, n, fileid, off, iov, iovcnt, len) : 0;
