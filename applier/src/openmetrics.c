@@ -56,14 +56,29 @@ void ppl_om_family(struct ppl_om *m, const char *name, const char *type, const c
 	fputc('\n', m->f);
 }
 
-static void put_name(struct ppl_om *m, const char *name, const char *label, const char *value)
+static void put_labels(struct ppl_om *m, const char *name, const char *const *labels)
 {
 	fputs(name, m->f);
-	if (label) {
-		fprintf(m->f, "{%s=\"", label);
-		put_escaped(m->f, value, 1);
-		fputs("\"}", m->f);
+	if (labels == NULL || labels[0] == NULL)
+		return;
+	for (size_t i = 0; labels[i] && labels[i + 1]; i += 2) {
+		fprintf(m->f, "%s%s=\"", i ? "," : "{", labels[i]);
+		put_escaped(m->f, labels[i + 1], 1);
+		fputc('"', m->f);
 	}
+	fputc('}', m->f);
+}
+
+static void put_name(struct ppl_om *m, const char *name, const char *label, const char *value)
+{
+	const char *const labels[] = { label, value, NULL };
+	put_labels(m, name, label ? labels : NULL);
+}
+
+void ppl_om_sample_labels(struct ppl_om *m, const char *name, const char *const *labels, uint64_t v)
+{
+	put_labels(m, name, labels);
+	fprintf(m->f, " %" PRIu64 "\n", v);
 }
 
 void ppl_om_sample(struct ppl_om *m, const char *name, const char *label, const char *value, uint64_t v)

@@ -37,6 +37,9 @@ void ppl_om_family(struct ppl_om *m, const char *name, const char *type, const c
 /* One sample: name{label="value"} v, without labels when label is NULL.
  * The label value is escaped as the format wants (\\, \", \n). */
 void ppl_om_sample(struct ppl_om *m, const char *name, const char *label, const char *value, uint64_t v);
+/* One sample with any number of labels: labels holds name, value, name,
+ * value, ..., NULL (NULL itself: none). */
+void ppl_om_sample_labels(struct ppl_om *m, const char *name, const char *const *labels, uint64_t v);
 /* The same with a value counted in ns, written in seconds (exactly: the
  * figures are integers of ns, and a double would round them). */
 void ppl_om_sample_seconds(struct ppl_om *m, const char *name, const char *label, const char *value, uint64_t ns);
