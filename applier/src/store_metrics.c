@@ -39,7 +39,8 @@ char *ppl_store_metrics(struct ppl_store *e)
 		     "files hold them; the storage node's log says why)", f.stopped);
 	ppl_om_counter(&m, "ppl_ingest_bytes", "bytes", "Redo log bytes fed to the parser", f.node.log_bytes);
 	ppl_om_gauge(&m, "ppl_ingest_lag_bytes", "bytes",
-		     "Redo log bytes received and not parsed yet (the unfinished tail, writes beyond a gap)",
+		     "Redo log bytes received and not parsed yet: known final past the parse point (a stall), "
+		     "or written beyond a gap (NFS writes out of order)",
 		     f.node.unparsed_bytes);
 	ppl_om_gauge(&m, "ppl_ingest_parsed_lsn", NULL, "The LSN the redo log is parsed up to", f.parsed_lsn);
 	ppl_om_counter(&m, "ppl_ingest_mtrs", NULL, "Mini-transactions parsed", f.node.mtrs);
