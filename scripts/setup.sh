@@ -10,6 +10,8 @@ PKGS=(
   clang libclang-rt-14-dev llvm
   # applier / pool
   libpmem-dev liburcu-dev
+  # the metrics endpoint (Metrics_Port: OpenMetrics over HTTP)
+  libmicrohttpd-dev
   # ppl-inspect (JSON output)
   libjson-c-dev
   # libcatcher test program (io_uring and libaio styles)
@@ -26,6 +28,8 @@ PKGS=(
   mariadb-test
   # tests
   python3 python3-pytest iproute2 procps psmisc
+  # the metrics test's strict OpenMetrics parser (Debian's python3)
+  python3-prometheus-client
   # the storage node under memcheck (tests/lib/memcheck.py)
   valgrind
 )
@@ -46,6 +50,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   echo "setup.sh: all packages present"
+fi
+
+# The python3 on PATH may not be Debian's (the tests run whichever it
+# is): give it the parser from PyPI when Debian's package does not reach it.
+if ! python3 -c 'import prometheus_client' 2>/dev/null; then
+  echo "setup.sh: installing prometheus-client for $(command -v python3)"
+  python3 -m pip install -q prometheus-client
 fi
 
 here=$(cd "$(dirname "$0")" && pwd)

@@ -47,3 +47,25 @@ uint64_t ppl_histogram_percentile(const struct ppl_histogram *h, double pct)
 	}
 	return bucket_top(PPL_HIST_BUCKETS - 1);
 }
+
+const uint64_t ppl_latency_bounds_ns[PPL_LATENCY_BOUNDS] = {
+	1000,       2500,       5000,       10000,       25000,       50000,       100000,    250000,
+	500000,     1000000,    2500000,    5000000,     10000000,    25000000,    50000000,  100000000,
+	250000000,  500000000,  1000000000, 2500000000u, 5000000000u, 10000000000u,
+};
+
+void ppl_latency_add(struct ppl_latency *h, uint64_t ns)
+{
+	unsigned b = 0;
+	while (b < PPL_LATENCY_BOUNDS && ns > ppl_latency_bounds_ns[b])
+		b++;
+	__atomic_add_fetch(&h->n[b], 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&h->sum_ns, ns, __ATOMIC_RELAXED);
+}
+
+void ppl_latency_get(const struct ppl_latency *h, struct ppl_latency *out)
+{
+	for (unsigned b = 0; b <= PPL_LATENCY_BOUNDS; b++)
+		out->n[b] = __atomic_load_n(&h->n[b], __ATOMIC_RELAXED);
+	out->sum_ns = __atomic_load_n(&h->sum_ns, __ATOMIC_RELAXED);
+}

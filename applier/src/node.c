@@ -1099,5 +1099,6 @@ void ppl_node_get_stats(struct ppl_node *n, struct ppl_node_stats *out)
 {
 	pthread_rwlock_rdlock(&n->lock);
 	*out = n->st;
+	out->unparsed_bytes = n->reader ? ppl_redo_unparsed_bytes(n->reader) : 0;
 	pthread_rwlock_unlock(&n->lock);
 }

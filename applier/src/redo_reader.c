@@ -504,6 +504,18 @@ int ppl_redo_finish(struct ppl_redo_reader *r)
 }
 
 uint64_t ppl_redo_lsn(const struct ppl_redo_reader *r) { return r->lsn; }
+
+uint64_t ppl_redo_unparsed_bytes(const struct ppl_redo_reader *r)
+{
+	/* Not the window's fill: past an end marker it holds the rest of the
+	 * tail block, old buffer contents that are no log at all. */
+	uint64_t n = r->final > r->lsn ? r->final - r->lsn : 0;
+	if (n > r->fill)
+		n = r->fill;
+	for (const struct pending *p = r->pend; p; p = p->next)
+		n += p->len;
+	return n;
+}
 const struct ppl_log_header *ppl_redo_header(const struct ppl_redo_reader *r) { return r->have_hdr ? &r->hdr : NULL; }
 const struct ppl_checkpoint *ppl_redo_checkpoint(const struct ppl_redo_reader *r) { return r->have_ck ? &r->ck : NULL; }
 enum ppl_redo_state ppl_redo_state(const struct ppl_redo_reader *r) { return r->state; }

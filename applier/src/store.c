@@ -25,6 +25,7 @@
 #include "ppl/datadir.h"
 #include "ppl/elision_server.h"
 #include "ppl/filemap.h"
+#include "ppl/metrics_http.h"
 #include "ppl/node.h"
 #include "ppl/page_cache.h"
 #include "ppl/pool.h"
@@ -109,7 +110,9 @@ void ppl_store_free(struct ppl_store *e)
 {
 	if (e == NULL)
 		return;
-	/* the service and the workers first: their threads call into the node */
+	/* the endpoint, the service and the workers first: their threads
+	 * call into the node */
+	ppl_metrics_http_stop(e->metrics);
 	if (e->elision)
 		ppl_elision_server_stop(e->elision);
 	store_stop_workers(e);
@@ -154,6 +157,22 @@ void ppl_store_set_page_cache(struct ppl_store *e, size_t bytes)
 static unsigned decide(void *arg, const struct ppl_elision_page *pg)
 {
 	return ppl_store_elide(arg, pg);
+}
+
+static char *metrics_text(void *arg)
+{
+	return ppl_store_metrics(arg);
+}
+
+int ppl_store_start_metrics(struct ppl_store *e, const struct ppl_config *c, char *err, size_t errlen)
+{
+	e->metrics = ppl_metrics_http_start(c->metrics_address, c->metrics_port, metrics_text, e, err, errlen);
+	if (e->metrics == NULL)
+		return -1;
+	SLOG(e, PPL_LOG_EVENT, "PPL: %s: metrics at http://%s%s%s:%u/metrics", e->exportdir,
+	     strchr(c->metrics_address, ':') ? "[" : "", c->metrics_address, strchr(c->metrics_address, ':') ? "]" : "",
+	     (unsigned)ppl_metrics_http_port(e->metrics));
+	return 0;
 }
 
 int ppl_store_start_elision(struct ppl_store *e, const struct ppl_config *c, char *err, size_t errlen)

@@ -145,6 +145,14 @@ int ppl_config_check(const struct ppl_config *c, char *err, size_t errlen)
 		return fail(err, errlen, "Elision_Port = %u but Elision_Token is empty: set a shared secret "
 			    "(the same as libcatcher's LIBCATCHER_TOKEN), or Elision_Port = 0 to turn the "
 			    "elision service off", c->elision_port);
+	if (c->metrics_port != 0 && (c->metrics_address == NULL || !numeric_address(c->metrics_address)))
+		return fail(err, errlen, "Metrics_Address \"%s\" is not a numeric IPv4 or IPv6 address",
+			    c->metrics_address ? c->metrics_address : "");
+	if (c->metrics_port != 0 && c->metrics_port == c->elision_port &&
+	    (c->metrics_address == NULL || c->elision_address == NULL ||
+	     strcmp(c->metrics_address, c->elision_address) == 0))
+		return fail(err, errlen, "Metrics_Port = %u is also Elision_Port: give the metrics endpoint "
+			    "a port of its own", c->metrics_port);
 	if (c->stats_interval > PPL_MAX_STATS_INTERVAL)
 		return fail(err, errlen, "Stats_Interval = %u: at most %u seconds (0 turns the stats line off)",
 			    c->stats_interval, PPL_MAX_STATS_INTERVAL);
@@ -153,24 +161,29 @@ int ppl_config_check(const struct ppl_config *c, char *err, size_t errlen)
 
 int ppl_config_format(const struct ppl_config *c, char *buf, size_t len)
 {
-	char elision[96];
+	char elision[96], metrics[96];
 
 	if (c->elision_port)
 		snprintf(elision, sizeof(elision), "%s%s%s:%u", strchr(c->elision_address, ':') ? "[" : "",
 			 c->elision_address, strchr(c->elision_address, ':') ? "]" : "", c->elision_port);
 	else
 		snprintf(elision, sizeof(elision), "off");
+	if (c->metrics_port)
+		snprintf(metrics, sizeof(metrics), "%s%s%s:%u", strchr(c->metrics_address, ':') ? "[" : "",
+			 c->metrics_address, strchr(c->metrics_address, ':') ? "]" : "", c->metrics_port);
+	else
+		snprintf(metrics, sizeof(metrics), "off");
 	char size[32] = "(as-created)";
 	if (c->pool_size)
 		snprintf(size, sizeof(size), "%llu", (unsigned long long)c->pool_size);
 	return snprintf(buf, len,
 			"Pool_Path=%s Pool_Size=%s Block_Size=%u Max_Per_Page=%u Apply_Threads=%u "
 			"Page_Cache_Size=%llu Elision=%s Elision_Clients=%s Elision_Token=%s Verify=%s "
-			"Stats_Interval=%u",
+			"Stats_Interval=%u Metrics=%s",
 			c->pool_path, size, c->block_size, c->max_per_page,
 			c->apply_threads, (unsigned long long)c->page_cache_size, elision, c->elision_clients,
 			c->elision_token && c->elision_token[0] ? "(set)" : "(none)", c->verify ? "on" : "off",
-			c->stats_interval);
+			c->stats_interval, metrics);
 }
 
 void ppl_config_free(struct ppl_config *c)
@@ -179,5 +192,6 @@ void ppl_config_free(struct ppl_config *c)
 	free(c->elision_address);
 	free(c->elision_clients);
 	free(c->elision_token);
+	free(c->metrics_address);
 	memset(c, 0, sizeof(*c));
 }

@@ -107,6 +107,7 @@ void ppl_store_figures(struct ppl_store *e, struct ppl_store_figures *f)
 	f->pages_rebuilt = __atomic_load_n(&e->pages_rebuilt, __ATOMIC_RELAXED);
 	f->mtrs_per_rebuild_p50 = ppl_histogram_percentile(&e->mtrs_per_rebuild, 50);
 	f->mtrs_per_rebuild_p99 = ppl_histogram_percentile(&e->mtrs_per_rebuild, 99);
+	ppl_latency_get(&e->rebuild_ns, &f->rebuild_latency);
 	f->rebuild_failures = __atomic_load_n(&e->rebuild_failures, __ATOMIC_RELAXED);
 	f->pages_written = __atomic_load_n(&e->pages_written, __ATOMIC_RELAXED);
 	f->stale_writes = __atomic_load_n(&e->stale_writes, __ATOMIC_RELAXED);

@@ -63,6 +63,7 @@ struct ppl_store {
 	 * MariaDB's own writes of a page apart. */
 	struct ppl_pool *pool;
 	struct ppl_elision_server *elision;
+	struct ppl_metrics_http *metrics; /* Metrics_Port: the OpenMetrics endpoint */
 	pthread_mutex_t stripe_lock;
 	pthread_cond_t stripe_cond;
 	uint32_t inflight[STRIPES];    /* page writes between begin and end */
@@ -94,6 +95,7 @@ struct ppl_store {
 
 	uint64_t reads, pages_rebuilt, rebuild_failures, pages_written, stale_writes;
 	struct ppl_histogram mtrs_per_rebuild; /* mini-transactions applied per page rebuilt for a read */
+	struct ppl_latency rebuild_ns; /* what a page rebuilt for a read cost, the cache included */
 	uint64_t suspect_upto;         /* after a restart: pages with records below this LSN may
 					* have been elided by the previous run (mark_suspect) */
 	uint64_t suspect_seen, suspect_writes;

@@ -204,8 +204,9 @@ char *ppl_store_json(struct ppl_store *e, const char *request)
 	} else {
 		o = json_object_new_object();
 		json_object_object_add(o, "error", json_object_new_string("unknown request: ask \"stats\", "
-									   "\"page SPACE:PAGE\" or "
-									   "\"forget-space SPACE\""));
+									   "\"page SPACE:PAGE\", "
+									   "\"forget-space SPACE\" or "
+									   "\"metrics\""));
 	}
 	char *out = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
 	json_object_put(o);

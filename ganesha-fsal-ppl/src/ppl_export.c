@@ -236,6 +236,8 @@ static struct config_item ppl_params[] = {
 	CONF_ITEM_BOOL("Verify", false, ppl_args, cfg.verify),
 	CONF_ITEM_UI32("Stats_Interval", 0, UINT32_MAX, PPL_DEFAULT_STATS_INTERVAL, ppl_args,
 		       cfg.stats_interval),
+	CONF_ITEM_STR("Metrics_Address", 0, 255, PPL_DEFAULT_METRICS_ADDRESS, ppl_args, cfg.metrics_address),
+	CONF_ITEM_UI16("Metrics_Port", 0, UINT16_MAX, 0, ppl_args, cfg.metrics_port),
 	CONF_RELAX_BLOCK("FSAL", sub_fsal_params, noop_conf_init, subfsal_commit, ppl_args, subfsal),
 	CONFIG_EOL
 };

@@ -25,6 +25,9 @@ struct ppl_hooks {
 static char *control_answer(void *arg, const char *request)
 {
 	struct ppl_hooks *h = arg;
+	/* the endpoint's text, for node_exporter's textfile collector */
+	if (strcmp(request, "metrics") == 0)
+		return ppl_store_metrics(h->engine);
 	return ppl_store_json(h->engine, request);
 }
 
@@ -107,6 +110,9 @@ struct ppl_hooks *ppl_hooks_create(const char *datadir, const struct ppl_config 
 	if (h->control == NULL)
 		LogWarn(COMPONENT_FSAL, "PPL: %s: no live inspection socket (%s); the export works, "
 			"`ppl-inspect live` cannot reach it", datadir, cerr);
+	if (cfg->metrics_port && ppl_store_start_metrics(h->engine, cfg, cerr, sizeof(cerr)) != 0)
+		LogWarn(COMPONENT_FSAL, "PPL: %s: the metrics endpoint is off: %s; the export works, "
+			"`ppl-inspect live %s metrics` gives the same figures", datadir, cerr, cfg->pool_path);
 	return h;
 }
 

@@ -5,7 +5,11 @@
 /* argv[0] is the verb (create, check, info, dump). Returns the exit status. */
 int pool_main(int argc, char **argv, void (*usage)(FILE *));
 
-/* argv[0] is POOL_PATH; then "stats" or "page SPACE:PAGE". */
+/* argv[0] is POOL_PATH; then "stats", "page SPACE:PAGE", "forget-space
+ * SPACE" or "metrics". */
 int live_main(int argc, char **argv, void (*usage)(FILE *));
+
+/* argv[0] is a libcatcher stats file: printed as OpenMetrics text. */
+int catcher_metrics_main(int argc, char **argv, void (*usage)(FILE *));
 
 #endif

@@ -1,6 +1,7 @@
 /* ppl-inspect live: ask a running export (FSAL_PPL's socket POOL_PATH.ctl,
  * ppl_control.c) for its figures or one page's pending records. The reply
- * is JSON; printed pretty by default, as received with --json. */
+ * is JSON; printed pretty by default, as received with --json. "metrics"
+ * is the exception: OpenMetrics text, printed as received. */
 #include <errno.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -90,9 +91,11 @@ int live_main(int argc, char **argv, void (*usage)(FILE *))
 		}
 	}
 	bool takes_arg = what && (strcmp(what, "page") == 0 || strcmp(what, "forget-space") == 0);
+	bool metrics = what && strcmp(what, "metrics") == 0;
 	if (pool == NULL || what == NULL ||
-	    (strcmp(what, "stats") != 0 && strcmp(what, "page") != 0 && strcmp(what, "forget-space") != 0) ||
-	    takes_arg != (page != NULL)) {
+	    (strcmp(what, "stats") != 0 && strcmp(what, "page") != 0 && strcmp(what, "forget-space") != 0 &&
+	     !metrics) ||
+	    takes_arg != (page != NULL) || (metrics && json)) {
 		usage(stderr);
 		return 2;
 	}
@@ -101,10 +104,23 @@ int live_main(int argc, char **argv, void (*usage)(FILE *))
 	if (page)
 		snprintf(request, sizeof(request), "%s %s", what, page);
 	else
-		snprintf(request, sizeof(request), "stats");
+		snprintf(request, sizeof(request), "%s", what);
 	char *reply = ask(path, request);
 	if (reply == NULL)
 		return 2;
+	if (metrics) {
+		/* OpenMetrics text, printed as it came: a textfile collector
+		 * reads it from a file this output is redirected to. An older
+		 * node answers with a JSON error instead. */
+		size_t n = strlen(reply);
+		int whole = n >= 6 && strcmp(reply + n - 6, "# EOF\n") == 0;
+		if (whole)
+			fputs(reply, stdout);
+		else
+			fprintf(stderr, "ppl-inspect: %s did not answer with metrics: %s\n", path, reply);
+		free(reply);
+		return whole ? 0 : 2;
+	}
 	json_object *o = json_tokener_parse(reply);
 	if (o == NULL) {
 		fprintf(stderr, "ppl-inspect: %s answered something that is not JSON\n", path);

@@ -1,6 +1,8 @@
 /* ppl-inspect: look at the storage node's state. Subcommands by object:
- *   pool   the per-page log pool file (create, check, info, dump)
- *   live   a running export's figures and pending records, as JSON */
+ *   pool             the per-page log pool file (create, check, info, dump)
+ *   live             a running export's figures and pending records, as
+ *                    JSON, or its metrics as OpenMetrics text
+ *   catcher-metrics  libcatcher's stats file as OpenMetrics text */
 #include <stdio.h>
 #include <string.h>
 
@@ -17,6 +19,8 @@ static void usage(FILE *f)
 		"       ppl-inspect live POOL_PATH stats [--json]\n"
 		"       ppl-inspect live POOL_PATH page SPACE:PAGE [--json]\n"
 		"       ppl-inspect live POOL_PATH forget-space SPACE [--json]\n"
+		"       ppl-inspect live POOL_PATH metrics\n"
+		"       ppl-inspect catcher-metrics STATS_FILE\n"
 		"\n"
 		"live asks the running ganesha.nfsd whose export uses the pool at POOL_PATH (over\n"
 		"the socket POOL_PATH.ctl) for its figures, or for one page's pending records\n"
@@ -24,6 +28,9 @@ static void usage(FILE *f)
 		"that a data file it found gone (its log names the space in a CRIT line) was\n"
 		"removed on purpose: the pages it kept of that space are dropped, and the\n"
 		"checkpoints it refused for them pass. It refuses while the space's file is there.\n"
+		"live ... metrics prints the figures as OpenMetrics text, the same as the export's\n"
+		"Metrics_Port serves (for node_exporter's textfile collector); catcher-metrics prints\n"
+		"a libcatcher stats file (LIBCATCHER_STATS_FILE) the same way.\n"
 		"check, info and dump open the pool read-only and change nothing. Exit status:\n"
 		"0 fine, 1 the pool has damage or pages to repair, 2 bad usage or the pool cannot be opened.\n");
 }
@@ -38,6 +45,8 @@ int main(int argc, char **argv)
 		return pool_main(argc - 2, argv + 2, usage);
 	if (argc >= 3 && strcmp(argv[1], "live") == 0)
 		return live_main(argc - 2, argv + 2, usage);
+	if (argc >= 2 && strcmp(argv[1], "catcher-metrics") == 0)
+		return catcher_metrics_main(argc - 2, argv + 2, usage);
 	usage(stderr);
 	return 2;
 }

@@ -395,6 +395,9 @@ BAD = [
     ('Elision_Clients = "127.0.0.1, 10.0.0.0/33";', True, 'Elision_Clients entry "10.0.0.0/33"'),
     ("Elision_Port = 4000;", True, "Elision_Port = 4000 but Elision_Token is empty"),
     ("Stats_Interval = 100000;", True, "Stats_Interval = 100000: at most 86400 seconds"),
+    ('Metrics_Port = 9100; Metrics_Address = "localhost";', True, 'Metrics_Address "localhost" is not a numeric'),
+    ('Elision_Port = 4000; Elision_Token = "t"; Metrics_Port = 4000;', True,
+     "Metrics_Port = 4000 is also Elision_Port"),
     ("Pool_Sise = 5;", True, "its FSAL block has unknown parameters"),
     ("Block_Size = -3;", True, "its FSAL block has errors"),
 ]

@@ -20,4 +20,21 @@ uint64_t ppl_histogram_count(const struct ppl_histogram *h);
 /* The value at percentile pct (0..100) of what was added; 0 when empty. */
 uint64_t ppl_histogram_percentile(const struct ppl_histogram *h, double pct);
 
+/* A lock-free histogram of durations in ns for the metrics endpoint:
+ * fixed bounds from 1 us to 10 s in 1-2.5-5 steps (a scrape's buckets
+ * must not move), plus the sum. Adding is two relaxed atomic adds and a
+ * short scan: cheap enough for every page a read rebuilds. */
+#define PPL_LATENCY_BOUNDS 22u
+
+struct ppl_latency {
+	uint64_t n[PPL_LATENCY_BOUNDS + 1]; /* [i]: at most bound i; the last: above them all */
+	uint64_t sum_ns;
+};
+
+extern const uint64_t ppl_latency_bounds_ns[PPL_LATENCY_BOUNDS];
+void ppl_latency_add(struct ppl_latency *h, uint64_t ns);
+/* A copy for a scrape; it may be a few counts behind, and the sum a few
+ * values apart from the counts. */
+void ppl_latency_get(const struct ppl_latency *h, struct ppl_latency *out);
+
 #endif

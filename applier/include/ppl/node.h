@@ -45,6 +45,7 @@ struct ppl_node_stats {
 	uint64_t rec_by_type[8], rec_by_ext[PPL_EXT_COUNT], file_recs[5];
 	uint64_t rebuilds, rebuild_mtrs_applied, rebuild_mtrs_skipped, bases_taken, chunks_dropped;
 	uint64_t elide_asked, elide_acked, divergences;
+	uint64_t unparsed_bytes;  /* log bytes received, not parsed yet (ppl_redo_unparsed_bytes) */
 };
 
 struct ppl_node *ppl_node_new(const struct ppl_node_config *cfg);

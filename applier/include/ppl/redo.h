@@ -145,6 +145,11 @@ int ppl_redo_go_live(struct ppl_redo_reader *r);
 int ppl_redo_finish(struct ppl_redo_reader *r);
 
 uint64_t ppl_redo_lsn(const struct ppl_redo_reader *r);          /* next mtr start */
+/* Log bytes the reader holds and has not parsed (the ingest lag, for the
+ * metrics): bytes known final past the parse point (a stall), and writes
+ * waiting beyond a gap. A lone tail-block write's bytes are not known to
+ * be log until the next write, and are not counted. */
+uint64_t ppl_redo_unparsed_bytes(const struct ppl_redo_reader *r);
 uint64_t ppl_redo_offset_of(const struct ppl_redo_reader *r, uint64_t lsn);
 const struct ppl_log_header *ppl_redo_header(const struct ppl_redo_reader *r); /* NULL before one */
 const struct ppl_checkpoint *ppl_redo_checkpoint(const struct ppl_redo_reader *r); /* NULL before one */

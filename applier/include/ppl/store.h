@@ -105,6 +105,7 @@
 #include <sys/uio.h>
 
 #include "ppl/elision_server.h"
+#include "ppl/histogram.h"
 #include "ppl/io.h"
 #include "ppl/log.h"
 #include "ppl/node.h"
@@ -208,7 +209,7 @@ void ppl_store_read_begin(struct ppl_store *e, uint64_t fileid, uint64_t off, si
 void ppl_store_read_end(struct ppl_store *e, uint64_t fileid, uint64_t off, size_t len);
 
 /* Every figure of the engine at one moment, for the live JSON
- * (store_json.c). */
+ * (store_json.c) and the metrics (store_metrics.c). */
 struct ppl_store_figures {
 	const char *datadir;
 	bool started, stopped, verify, elision, pool;
@@ -218,6 +219,7 @@ struct ppl_store_figures {
 	struct ppl_page_cache_stats cache;
 	uint64_t reads, pages_rebuilt, rebuild_failures, pages_written, stale_writes;
 	uint64_t mtrs_per_rebuild_p50, mtrs_per_rebuild_p99; /* exact up to 63, then a power-of-two bound */
+	struct ppl_latency rebuild_latency; /* ns per page rebuilt for a read (cache hits included) */
 	uint64_t verify_same, verify_diverged, verify_skipped;
 	struct ppl_elision_server_stats service;
 	uint64_t materialized, checkpoints_held, checkpoint_wait_ns;
@@ -245,6 +247,16 @@ int ppl_store_forget_space(struct ppl_store *e, uint32_t space, char *msg, size_
 /* The live socket's answer to a request line ("stats", "page S:P" or
  * "forget-space S"): a malloc'ed JSON text (store_json.c). */
 char *ppl_store_json(struct ppl_store *e, const char *request);
+
+/* The store's figures as OpenMetrics text ending in "# EOF", malloc'ed
+ * (store_metrics.c): what the metrics endpoint serves and the live
+ * socket's "metrics" request answers. NULL when out of memory. */
+char *ppl_store_metrics(struct ppl_store *e);
+/* Metrics_Port set: serves ppl_store_metrics() on
+ * http://Metrics_Address:Metrics_Port/metrics until ppl_store_free.
+ * 0, or -1 with a message (a port in use, a bad address): the export
+ * works without it, so the host only logs it. */
+int ppl_store_start_metrics(struct ppl_store *e, const struct ppl_config *c, char *err, size_t errlen);
 
 /* "redo 12.3 MB, 4567 mtrs, ... " for the stats line. */
 int ppl_store_format(struct ppl_store *e, char *buf, size_t len);

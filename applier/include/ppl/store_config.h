@@ -18,6 +18,7 @@
 #define PPL_DEFAULT_ELISION_ADDRESS "127.0.0.1"
 #define PPL_DEFAULT_ELISION_CLIENTS "127.0.0.1"
 #define PPL_DEFAULT_STATS_INTERVAL 60u
+#define PPL_DEFAULT_METRICS_ADDRESS "127.0.0.1" /* loopback: figures are for this host's scraper */
 
 #define PPL_MIN_POOL_SIZE (1ull << 20)
 #define PPL_MAX_BLOCK_SIZE 4096u
@@ -40,6 +41,8 @@ struct ppl_config {
 	char *elision_token;
 	bool verify;
 	uint32_t stats_interval;      /* seconds; 0: no periodic stats line */
+	char *metrics_address;
+	uint16_t metrics_port;        /* 0: no metrics endpoint */
 };
 
 /* Checks every parameter and their combinations. Returns 0, or -1 with a
