@@ -64,12 +64,19 @@
  * pool's locks are below all of these.
  *
  * Ingest states (fields of struct ppl_store in store_internal.h: building,
- * started, held, suspect_upto, stopped, copying, gate_all), and the
+ * started, held, start_pending, suspect_upto, stopped, copying, gate_all), and the
  * function of each transition (all in store_ingest.c):
  *
  *   NONE ---- make_node (start_from_disk, or the first log write) ----> BUILDING
  *   BUILDING -- start_ingest: parse from the log file's checkpoint ----> STARTED
  *   BUILDING -- start_ingest(TO_END) after a restart: feed_to_end -----> HELD TAIL
+ *   BUILDING -- start_ingest(TO_END) meets damage before the end the
+ *                checkpoint vouches for (a write the dead server never
+ *                carried out) --------------------------------------> START PENDING
+ *   START PENDING -- the next log write (the client sends it again):
+ *                start_ingest(TO_END) ----------------------------------> HELD TAIL
+ *   START PENDING -- no log write for HOLD_MAX_NS (store_start_wait):
+ *                the file taken as it stands, what parses kept --------> STOPPED
  *   HELD TAIL -- MariaDB's writes parse past it (store_after_restart_parse),
  *                or a quiet log plus a durable mark (store_hold_wait) -> STARTED
  *   STARTED, HELD TAIL -- the server vouches for log past a stall
@@ -82,6 +89,9 @@
  *   STARTED: every log write parsed before its WRITE is answered.
  *   HELD TAIL: the log file's last bytes after a restart are not known to
  *     be final; a read of a page they touch waits until they are parsed.
+ *   START PENDING (start_pending): no node yet, and which pages the
+ *     previous run elided is unknown: every page read waits
+ *     (store_start_wait), never served from a file that may be older.
  *   SUSPECT (suspect_upto != 0, with HELD TAIL): every page with records
  *     counts as elided (mark_suspect): the previous run's answers are lost.
  *   STOPPED: nothing more is parsed or elided; pages parsed before are
