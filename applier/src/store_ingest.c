@@ -434,18 +434,23 @@ int store_start_wait(struct ppl_store *e)
 		return 0;
 	__atomic_add_fetch(&e->held_waits, 1, __ATOMIC_RELAXED);
 	bool forced = false;
+	pthread_mutex_lock(&e->log_lock);
+	/* Woken as soon as ingest starts (or the log is detached); the
+	 * slice only bounds how late the limit, on the store's clock, is
+	 * noticed. */
 	while (__atomic_load_n(&e->start_pending, __ATOMIC_ACQUIRE)) {
 		uint64_t since = __atomic_load_n(&e->start_pending_ns, __ATOMIC_RELAXED);
 		if (!forced && store_now_ns(e) - since > HOLD_MAX_NS) {
 			forced = true;
-			pthread_mutex_lock(&e->log_lock);
 			if (!e->started && !e->stopped && e->building == NULL)
 				e->start_attempts = START_ATTEMPTS - 1; /* the last: damage now is real */
 			pthread_mutex_unlock(&e->log_lock);
 			ppl_store_start_from_disk(e);
+			pthread_mutex_lock(&e->log_lock);
 			continue;
 		}
 		if (forced || STOPPED(e)) {
+			pthread_mutex_unlock(&e->log_lock);
 			__atomic_add_fetch(&e->held_timeouts, 1, __ATOMIC_RELAXED);
 			SLOG(e, PPL_LOG_CRIT, "PPL: %s: a page READ after the restart fails rather than serve a page "
 				"older than the one MariaDB wrote: the log's last bytes from before the restart are "
@@ -453,9 +458,16 @@ int store_start_wait(struct ppl_store *e)
 				e->datadir);
 			return EIO;
 		}
-		struct timespec t = { 0, (long)HOLD_SLICE_NS };
-		nanosleep(&t, NULL);
+		struct timespec t;
+		clock_gettime(CLOCK_REALTIME, &t);
+		t.tv_nsec += (long)HOLD_SLICE_NS;
+		if (t.tv_nsec >= 1000000000L) {
+			t.tv_sec++;
+			t.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&e->start_cond, &e->log_lock, &t);
 	}
+	pthread_mutex_unlock(&e->log_lock);
 	return 0;
 }
 
@@ -802,6 +814,7 @@ static int start_ingest(struct ppl_store *e, uint64_t write_end)
 	e->start_attempts = 0;
 	e->started = true;
 	__atomic_store_n(&e->start_pending, false, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&e->start_cond);
 	/* The writes the previous run elided are not known: any page with
 	 * records from the log read here may be one of them, and stays in
 	 * the elided set until it is materialized or written in full. */
@@ -870,6 +883,7 @@ static void detach(struct ppl_store *e, const char *why)
 	e->waiting_logged = false;
 	e->start_attempts = 0;
 	__atomic_store_n(&e->start_pending, false, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&e->start_cond);
 	e->suspect_upto = 0;
 	e->log_fileid = 0;
 	__atomic_store_n(&e->held, false, __ATOMIC_RELEASE);

@@ -50,6 +50,7 @@ struct ppl_store {
 	 * Atomic; set and cleared under log_lock. */
 	bool start_pending;
 	uint64_t start_pending_ns;     /* when it was set (the store's clock) */
+	pthread_cond_t start_cond;     /* with log_lock: start_pending cleared */
 	char start_why[512];           /* why the last ingest start failed, when the node does not say */
 	size_t page_size;
 	struct ppl_datadir *dd;        /* pages by space id, for reads that cover part of a page */
