@@ -234,18 +234,24 @@ static int feed_circle(struct ppl_store *e, struct ppl_node *n, uint64_t from, u
 }
 
 /* Where the valid log in the file ends, parsed from the checkpoint by a
- * node of its own; 0 if it cannot be read. */
-static uint64_t valid_end(struct ppl_store *e, uint64_t ck_lsn, uint64_t from, uint64_t size, uint64_t area)
+ * node of its own; 0 if it cannot be read. *damaged: the parse stopped at
+ * damage (the end is where it begins; why in e->start_why). */
+static uint64_t valid_end(struct ppl_store *e, uint64_t ck_lsn, uint64_t from, uint64_t size, uint64_t area,
+			  bool *damaged)
 {
 	struct ppl_node_config c = { .page_size = e->page_size, .log_is_file_image = true };
 	struct ppl_node *n = ppl_node_new(&c);
 	uint8_t *hdr = malloc(area);
 	uint64_t end = 0;
+	*damaged = false;
 	if (n != NULL && hdr != NULL && read_file(e, "ib_logfile0", hdr, area, 0, NULL) == 0 &&
 	    ppl_node_log_open(n, size) == 0 && ppl_node_log_write(n, 0, hdr, area) == 0 &&
-	    ppl_node_log_start(n, ck_lsn) == 0 && feed_circle(e, n, from, size - area, size, area, true) == 0)
-		end = ppl_node_parsed_lsn(n);
-	else
+	    ppl_node_log_start(n, ck_lsn) == 0) {
+		int rc = feed_circle(e, n, from, size - area, size, area, true);
+		*damaged = rc != 0 && ppl_node_error(n)[0];
+		end = rc == 0 || *damaged ? ppl_node_parsed_lsn(n) : 0;
+	}
+	if (end == 0 || *damaged)
 		snprintf(e->start_why, sizeof(e->start_why), "%s",
 			 n && ppl_node_error(n)[0] ? ppl_node_error(n) : "the log file cannot be read from its checkpoint");
 	free(hdr);
@@ -340,9 +346,16 @@ static int note_held(struct ppl_store *e, uint64_t at, uint64_t off, uint64_t le
 static int feed_to_end(struct ppl_store *e, uint64_t ck_lsn, uint64_t from, uint64_t size, uint64_t area)
 {
 	const uint64_t provisional = 4096, capacity = size - area;
-	uint64_t end = valid_end(e, ck_lsn, from, size, area);
+	bool damaged;
+	uint64_t end = valid_end(e, ck_lsn, from, size, area, &damaged);
 	if (end == 0)
 		return -1;
+	if (damaged) {
+		/* what parses before the damage, for a start that keeps it
+		 * (start_ingest, once nobody completes the log) */
+		feed_circle(e, e->building, from, end - ck_lsn, size, area, false);
+		return -1;
+	}
 	uint64_t limit = end > ck_lsn + provisional ? end - provisional : ck_lsn;
 	if (feed_circle(e, e->building, from, limit - ck_lsn, size, area, false) != 0 ||
 	    ppl_node_log_live(e->building) != 0)
