@@ -15,19 +15,10 @@ import urllib.request
 import pytest
 
 from lib import paths
+from lib.openmetrics import strict_parser
 from lib.ganesha import free_port
 from lib.stack import Stack, require_stack
 
-try:
-    from prometheus_client.openmetrics import parser
-except ImportError:  # a failure, not a skip: the check would be silently lost
-    parser = None
-
-
-def strict_parser():
-    if parser is None:
-        pytest.fail("prometheus_client is missing: scripts/setup.sh installs it")
-    return parser
 
 TABLES, TABLE_SIZE = 2, 5000
 # A small buffer pool flushed eagerly: pages are written (and elision

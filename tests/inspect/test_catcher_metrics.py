@@ -8,17 +8,8 @@ import subprocess
 import pytest
 
 from lib import paths
+from lib.openmetrics import strict_parser
 
-try:
-    from prometheus_client.openmetrics import parser
-except ImportError:  # a failure, not a skip: the check would be silently lost
-    parser = None
-
-
-def strict_parser():
-    if parser is None:
-        pytest.fail("prometheus_client is missing: scripts/setup.sh installs it")
-    return parser
 
 STATS = {"pid": 12, "mode": "elide",
          "classes": {"ibd": {"writes": 10, "bytes": 163840, "pages": 10, "elided": 7, "bytes_not_sent": 114688,
