@@ -12,7 +12,6 @@ import socket
 import subprocess
 import urllib.request
 
-import pytest
 
 from lib import paths
 from lib.openmetrics import strict_parser

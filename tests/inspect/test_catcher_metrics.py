@@ -5,7 +5,6 @@ that is not one gets a clear message and exit status 2."""
 import json
 import subprocess
 
-import pytest
 
 from lib import paths
 from lib.openmetrics import strict_parser
