@@ -544,19 +544,42 @@ int ppl_datadir_read_page_of(struct ppl_datadir *d, uint32_t space, uint64_t ino
 	return got < 0 ? -1 : 0;
 }
 
-int ppl_datadir_write_page_of(struct ppl_datadir *d, uint32_t space, uint64_t ino, uint32_t page_no,
-			      const uint8_t *buf, size_t size)
+int ppl_datadir_open_write(struct ppl_datadir *d, uint32_t space, uint64_t ino)
 {
-	int fd = open_space(d, space, ino, O_RDWR, NULL); /* page 0 is read first */
-	if (fd < 0)
-		return -1;
+	return open_space(d, space, ino, O_RDWR, NULL); /* page 0 is read first */
+}
+
+int ppl_datadir_put_page(struct ppl_datadir *d, int fd, uint32_t page_no, const uint8_t *buf, size_t size)
+{
+	ssize_t put = d->io->pwrite(d->io->arg, fd, buf, size, (off_t)page_no * (off_t)size);
+	if (put == (ssize_t)size)
+		return 0;
+	if (put >= 0)
+		errno = ENOSPC; /* a short write: the file system had no room for the rest */
+	return -1;
+}
+
+int ppl_datadir_sync_close(struct ppl_datadir *d, int fd, bool sync)
+{
 	const struct ppl_io *io = d->io;
-	ssize_t put = io->pwrite(io->arg, fd, buf, size, (off_t)page_no * (off_t)size);
-	int rc = put == (ssize_t)size && io->sync(io->arg, fd) == 0 ? 0 : -1;
-	int err = put >= 0 && put < (ssize_t)size ? ENOSPC : errno;
+	int rc = sync ? io->sync(io->arg, fd) : 0;
+	int err = errno;
 	io->close(io->arg, fd);
 	errno = err;
 	return rc;
+}
+
+int ppl_datadir_write_page_of(struct ppl_datadir *d, uint32_t space, uint64_t ino, uint32_t page_no,
+			      const uint8_t *buf, size_t size)
+{
+	int fd = ppl_datadir_open_write(d, space, ino);
+	if (fd < 0)
+		return -1;
+	if (ppl_datadir_put_page(d, fd, page_no, buf, size) != 0) {
+		ppl_datadir_sync_close(d, fd, false);
+		return -1;
+	}
+	return ppl_datadir_sync_close(d, fd, true);
 }
 
 int ppl_datadir_read_page(void *arg, uint32_t space, uint32_t page_no, uint8_t *buf, size_t size)

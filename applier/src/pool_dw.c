@@ -56,8 +56,8 @@ static void slot_free(struct ppl_pool *p, int slot)
 	pm_persist(&p->pm, hdr_off(slot), 8);
 }
 
-int ppl_pool_dw_stage(struct ppl_pool *p, uint32_t space, uint32_t page_no, const uint8_t *image, size_t size,
-		      char *err, size_t errlen)
+static int stage(struct ppl_pool *p, uint32_t space, uint32_t page_no, const uint8_t *image, size_t size, bool wait,
+		 char *err, size_t errlen)
 {
 	if (p->read_only) {
 		snprintf(err, errlen, "the pool is open read-only");
@@ -87,6 +87,10 @@ int ppl_pool_dw_stage(struct ppl_pool *p, uint32_t space, uint32_t page_no, cons
 				 "their files", p->sb.dw_slots);
 			return -1;
 		}
+		if (!wait) {
+			pthread_mutex_unlock(&p->dw_lock);
+			return -2;
+		}
 		pthread_cond_wait(&p->dw_cond, &p->dw_lock);
 	}
 	p->dw_busy[slot] = DW_IN_FLIGHT;
@@ -110,6 +114,18 @@ int ppl_pool_dw_stage(struct ppl_pool *p, uint32_t space, uint32_t page_no, cons
 	pm_store8(&p->pm, hdr_off(slot), DW_VALID | seq << 8);
 	pm_persist(&p->pm, hdr_off(slot), 8);
 	return slot;
+}
+
+int ppl_pool_dw_stage(struct ppl_pool *p, uint32_t space, uint32_t page_no, const uint8_t *image, size_t size,
+		      char *err, size_t errlen)
+{
+	return stage(p, space, page_no, image, size, true, err, errlen);
+}
+
+int ppl_pool_dw_try_stage(struct ppl_pool *p, uint32_t space, uint32_t page_no, const uint8_t *image, size_t size,
+			  char *err, size_t errlen)
+{
+	return stage(p, space, page_no, image, size, false, err, errlen);
 }
 
 void ppl_pool_dw_release(struct ppl_pool *p, int slot)

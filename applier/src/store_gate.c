@@ -83,7 +83,7 @@ out:
 	return ok;
 }
 
-static bool elided_has(struct ppl_store *e, uint64_t key)
+bool store_elided_has(struct ppl_store *e, uint64_t key)
 {
 	bool found = false;
 	pthread_mutex_lock(&e->elided_lock);
@@ -169,7 +169,7 @@ static bool held_has(struct ppl_store *e, uint64_t key)
 bool store_served_rebuilt(struct ppl_store *e, uint32_t space, uint32_t page_no)
 {
 	uint64_t key = (uint64_t)space << 32 | page_no;
-	return e->pool != NULL && (e->gate_all || elided_has(e, key) || held_has(e, key));
+	return e->pool != NULL && (e->gate_all || store_elided_has(e, key) || held_has(e, key));
 }
 
 /* ---- a file that vanished without a word ------------------------------------- */
@@ -319,7 +319,7 @@ static int page_claim(struct ppl_store *e, struct ppl_node *n, uint32_t space, u
 		struct ppl_pool_page_info pi;
 		if (!ppl_node_page_info(n, space, page_no, &ni) &&
 		    (e->pool == NULL || !ppl_pool_page_info(e->pool, space, page_no, &pi)) &&
-		    !elided_has(e, (uint64_t)space << 32 | page_no))
+		    !store_elided_has(e, (uint64_t)space << 32 | page_no))
 			return 1;
 		/* mysql-test-run removes a datadir file by file: the space goes
 		 * when the store hears of its file's removal, within the grace.
@@ -358,7 +358,7 @@ static void page_release(struct ppl_store *e, unsigned s)
  * newer than the image wait: libcatcher may have been told yes for a
  * newer version while this one was being written (elision takes no
  * stripe), and that version exists nowhere but in those records. */
-static void page_settled(struct ppl_store *e, struct ppl_node *n, const uint8_t *frame)
+void store_page_settled(struct ppl_store *e, struct ppl_node *n, const uint8_t *frame)
 {
 	uint32_t space = ppl_page_space(frame), page_no = ppl_page_no(frame);
 	struct ppl_node_page_info info;
@@ -385,7 +385,8 @@ bool store_dw_kept_base(struct ppl_store *e, uint32_t space, uint32_t page_no, u
  * failed fdatasync leaves bytes in the page cache that may never reach the
  * disk), from its kept doublewrite image if the file's page is torn. The
  * caller holds the page's stripe. */
-static int materialize(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t ino)
+static int materialize(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t ino,
+		       struct store_batch *b)
 {
 	size_t ps = e->page_size;
 	int rc = -1;
@@ -414,8 +415,11 @@ static int materialize(struct ppl_store *e, struct ppl_node *n, uint32_t space, 
 		SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be rebuilt to materialize it "
 			"(%s)", e->datadir, space, page_no, aerr.msg);
 	} else if (!changed && !kept) {
-		page_settled(e, n, frame); /* the file already holds it */
+		store_page_settled(e, n, frame); /* the file already holds it */
 		rc = 0;
+	} else if (b != NULL) {
+		rc = store_batch_write(b, space, page_no, ino, frame, kept);
+		frame = NULL; /* the batch's now */
 	} else {
 		int slot = ppl_pool_dw_stage(e->pool, space, page_no, frame, ps, err, sizeof(err));
 		if (slot < 0) {
@@ -431,7 +435,7 @@ static int materialize(struct ppl_store *e, struct ppl_node *n, uint32_t space, 
 			ppl_pool_dw_release(e->pool, slot);
 			if (kept) /* the file now durably holds a newer image */
 				ppl_pool_dw_release_page(e->pool, space, page_no, -1);
-			page_settled(e, n, frame);
+			store_page_settled(e, n, frame);
 			__atomic_add_fetch(&e->materialized, 1, __ATOMIC_RELAXED);
 			rc = 0;
 		}
@@ -473,15 +477,16 @@ static int chunk_to_pool(void *arg, uint64_t start_lsn, uint64_t end_lsn, bool f
  * materialized: it names its file's space, and after a restart the pool's
  * records are found a file only through it. The caller holds the
  * page's stripe. */
-static int settle(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t ino)
+static int settle(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t ino,
+		  struct store_batch *b)
 {
 	struct ppl_pool_page_info pi;
 	struct to_pool t = { .pool = e->pool, .space = space, .page_no = page_no, .st = PPL_POOL_OK };
 	if (page_no == 0)
-		return materialize(e, n, space, page_no, ino);
+		return materialize(e, n, space, page_no, ino, b);
 	if (ppl_pool_page_info(e->pool, space, page_no, &pi)) {
 		if (pi.spilled || pi.damaged)
-			return materialize(e, n, space, page_no, ino);
+			return materialize(e, n, space, page_no, ino, b);
 		t.have = pi.last_lsn;
 	}
 	ppl_node_page_chunks(n, space, page_no, chunk_to_pool, &t);
@@ -491,7 +496,7 @@ static int settle(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint3
 		__atomic_add_fetch(t.st == PPL_POOL_FULL ? &e->pool_full : &e->pool_over_cap, 1, __ATOMIC_RELAXED);
 		if (t.st == PPL_POOL_FULL)
 			pthread_cond_broadcast(&e->work_cond); /* wake the cleaner */
-		return materialize(e, n, space, page_no, ino);
+		return materialize(e, n, space, page_no, ino, b);
 	}
 	if (t.appended) {
 		ppl_node_rehome(n, space, page_no);
@@ -501,32 +506,36 @@ static int settle(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint3
 	return 0;
 }
 
-typedef int (*page_op)(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t ino);
+typedef int (*page_op)(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t ino,
+		       struct store_batch *b);
 
 /* op with the page's stripe held. */
-static int claimed(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, page_op op)
+static int claimed(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, page_op op,
+		   struct store_batch *b)
 {
 	unsigned s;
 	uint64_t ino;
 	int c = page_claim(e, n, space, page_no, &s, &ino);
 	if (c != 0)
 		return c < 0 ? -1 : 0; /* a dropped space needs nothing more */
-	int rc = op(e, n, space, page_no, ino);
+	int rc = op(e, n, space, page_no, ino, b);
 	page_release(e, s);
 	return rc;
 }
 
 /* The page's records durable somewhere the log's wrap cannot reach: the
  * pool while they fit under the per-page cap, else its data file. */
-int store_settle_page(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no)
+int store_settle_page(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no,
+		      struct store_batch *b)
 {
-	return claimed(e, n, space, page_no, settle);
+	return claimed(e, n, space, page_no, settle, b);
 }
 
 /* The page written into its data file (through a doublewrite slot). */
-int store_materialize_page(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no)
+int store_materialize_page(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no,
+			   struct store_batch *b)
 {
-	return claimed(e, n, space, page_no, materialize);
+	return claimed(e, n, space, page_no, materialize, b);
 }
 
 unsigned store_key_part(uint64_t key, unsigned nparts)
@@ -542,7 +551,7 @@ void store_collect_due(void *arg, uint32_t space, uint32_t page_no, const struct
 	uint64_t key = (uint64_t)space << 32 | page_no;
 	if (d->nparts && store_key_part(key, d->nparts) != d->part)
 		return;
-	if (!d->e->gate_all && !elided_has(d->e, key))
+	if (!d->e->gate_all && !store_elided_has(d->e, key))
 		return; /* MariaDB wrote it itself */
 	store_key_list_add(&d->l, space, page_no);
 }
@@ -567,10 +576,15 @@ static int gate(struct ppl_store *e, struct ppl_node *n, uint64_t ckpt, uint64_t
 	struct due d = { .e = e, .upto = ckpt };
 	ppl_node_for_each_page(n, store_collect_due, &d);
 	int rc = d.l.incomplete ? ENOMEM : 0; /* never pass a page it could not list */
+	struct store_batch b;
+	store_batch_init(&b, e, n);
 	for (size_t i = 0; i < d.l.n && rc == 0; i++)
-		if (store_settle_page(e, n, (uint32_t)(d.l.keys[i] >> 32), (uint32_t)d.l.keys[i]) != 0 &&
-		    elided_has(e, d.l.keys[i]))
+		if (store_settle_page(e, n, (uint32_t)(d.l.keys[i] >> 32), (uint32_t)d.l.keys[i], &b) != 0 &&
+		    store_elided_has(e, d.l.keys[i]))
 			rc = EIO; /* an acknowledged page: the checkpoint must not pass it */
+	store_batch_flush(&b);
+	if (b.failed_acked)
+		rc = EIO;
 	free(d.l.keys);
 	/* a restart re-reads the log from the checkpoint: what lies before
 	 * it is now in the pool or in the data files */
@@ -636,9 +650,12 @@ static size_t materialize_due(struct ppl_store *e, struct ppl_node *n, struct du
 	pthread_mutex_lock(&e->gate_lock);
 	ppl_node_for_each_page(n, store_collect_due, d);
 	size_t failed = 0;
+	struct store_batch b;
+	store_batch_init(&b, e, n);
 	for (size_t i = 0; i < d->l.n; i++)
-		if (store_materialize_page(e, n, (uint32_t)(d->l.keys[i] >> 32), (uint32_t)d->l.keys[i]) != 0)
+		if (store_materialize_page(e, n, (uint32_t)(d->l.keys[i] >> 32), (uint32_t)d->l.keys[i], &b) != 0)
 			failed++;
+	failed += store_batch_flush(&b);
 	pthread_mutex_unlock(&e->gate_lock);
 	return failed;
 }
@@ -749,7 +766,7 @@ static unsigned decide_page(struct ppl_store *e, struct ppl_node *n, const struc
 	/* recorded before the answer leaves: a checkpoint write can only
 	 * follow the elided write */
 	uint64_t key = (uint64_t)pg->space << 32 | pg->page_no;
-	bool was = elided_has(e, key);
+	bool was = store_elided_has(e, key);
 	if (!was && !store_elided_put(e, key, true))
 		return PPL_ELIDE_NACK_INTERNAL; /* out of memory: it could not be materialized */
 	unsigned v = ppl_node_elide(n, pg->space, pg->page_no, pg->lsn, pg->checksum, store_read_base, e);

@@ -685,7 +685,7 @@ static void write_back_pool(struct ppl_store *e)
 			ppl_pool_reclaim(e->pool, l.space, l.page_no, UINT64_MAX); /* the file holds it */
 			continue;
 		}
-		if (store_materialize_page(e, tmp, l.space, l.page_no) == 0)
+		if (store_materialize_page(e, tmp, l.space, l.page_no, NULL) == 0)
 			written++;
 		else
 			failed++;

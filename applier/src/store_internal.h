@@ -244,6 +244,8 @@ bool store_forget_page(struct ppl_store *e, struct ppl_node *n, uint32_t space, 
 /* The stripe of a file's 1 << STRIPE_SHIFT byte unit. */
 unsigned store_stripe_of(uint64_t fileid, uint64_t unit);
 
+struct store_batch;
+
 /* store_gate.c: the elided set, settle and materialize, the checkpoint gate, the elision decision */
 
 /* Adds or removes a page of the elided set; false when an add could not be recorded. */
@@ -256,10 +258,17 @@ size_t store_elided_drop_space(struct ppl_store *e, uint32_t space);
 bool store_drop_space(struct ppl_store *e, uint32_t space, const char *why);
 /* I7: whether a read of the page is served rebuilt (this node may have elided it). */
 bool store_served_rebuilt(struct ppl_store *e, uint32_t space, uint32_t page_no);
-/* The page's records made durable in the pool, or the page materialized; takes its stripe. */
-int store_settle_page(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no);
+/* Whether the page is in the elided set. */
+bool store_elided_has(struct ppl_store *e, uint64_t key);
+/* The page's records made durable in the pool, or the page materialized
+ * (through batch b when not NULL: durable once b is flushed); takes its stripe. */
+int store_settle_page(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no,
+		      struct store_batch *b);
 /* The page written into its data file through a doublewrite slot; takes its stripe. */
-int store_materialize_page(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no);
+int store_materialize_page(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no,
+			   struct store_batch *b);
+/* The page in its data file is at the LSN of frame, durably: records up to it leave the node and the pool. */
+void store_page_settled(struct ppl_store *e, struct ppl_node *n, const uint8_t *frame);
 /* Which of nparts parts (one per apply worker) a page key falls in. */
 unsigned store_key_part(uint64_t key, unsigned nparts);
 /* A ppl_node_for_each_page walk: lists in d->l the elided pages its struct due selects. */
@@ -274,6 +283,40 @@ bool store_dw_kept_base(struct ppl_store *e, uint32_t space, uint32_t page_no, u
 void store_materialize_elided(struct ppl_store *e, struct ppl_node *n);
 /* A page's base as its data file holds it, for the node (verify mode, the elision verdict). */
 int store_read_base(void *arg, uint32_t space, uint32_t page_no, uint8_t *frame);
+
+/* store_batch.c: materializations written together, one sync per file */
+
+#define STORE_BATCH_MAX 16
+struct store_batch_page {
+	uint32_t space, page_no;
+	int slot;                      /* its doublewrite slot, staged */
+	bool kept;                     /* an older kept slot of the page goes once it is durable */
+	unsigned file;                 /* index into file[] */
+	uint8_t *frame;                /* the image written (the batch frees it) */
+};
+struct store_batch_file {
+	uint32_t space;
+	uint64_t ino;
+	int fd;
+};
+struct store_batch {
+	struct ppl_store *e;
+	struct ppl_node *n;
+	size_t cap, npages, nfiles;
+	struct store_batch_page page[STORE_BATCH_MAX];
+	struct store_batch_file file[STORE_BATCH_MAX];
+	size_t failed;                 /* pages whose file could not be synced, all flushes */
+	size_t failed_acked;           /* of them, pages acknowledged to libcatcher */
+};
+void store_batch_init(struct store_batch *b, struct ppl_store *e, struct ppl_node *n);
+/* Stages frame (a rebuilt page of space's file ino; the batch owns it
+ * from now on) in a doublewrite slot and writes it to its file without a
+ * sync; 0, or -1 when it could not be (logged, its slot kept). The page's
+ * stripe is held by the caller. */
+int store_batch_write(struct store_batch *b, uint32_t space, uint32_t page_no, uint64_t ino, uint8_t *frame, bool kept);
+/* Syncs every file written, then settles each page whose file is durable;
+ * returns b->failed. Never takes a stripe. */
+size_t store_batch_flush(struct store_batch *b);
 
 /* store_workers.c: background apply */
 

@@ -317,7 +317,7 @@ static void partial_pages(struct ppl_store *e, uint64_t fileid, uint64_t off, si
 			continue; /* covered whole: a page write (write_pages) */
 		if (before) {
 			if (store_served_rebuilt(e, space, (uint32_t)pg))
-				store_materialize_page(e, n, space, (uint32_t)pg);
+				store_materialize_page(e, n, space, (uint32_t)pg, NULL);
 		} else if (store_forget_page(e, n, space, (uint32_t)pg) &&
 			   __atomic_add_fetch(&e->partial_overwrites, 1, __ATOMIC_RELAXED) <= 16) {
 			SLOG(e, PPL_LOG_EVENT, "PPL: %s: page %" PRIu32 ":%" PRIu64 " was partly overwritten (%zu B at "

@@ -38,6 +38,8 @@ static void clean_pool(struct ppl_store *e, struct ppl_node *n, unsigned idx)
 	if (!u.needs_cleaning)
 		return;
 	unsigned long done = 0;
+	struct store_batch b;
+	store_batch_init(&b, e, n);
 	for (int round = 0; round < 64 && !u.cleaned_enough && !e->work_stop; round++) {
 		size_t k = ppl_pool_oldest(e->pool, refs, sizeof(refs) / sizeof(refs[0])), mine = 0;
 		for (size_t i = 0; i < k; i++) {
@@ -45,15 +47,20 @@ static void clean_pool(struct ppl_store *e, struct ppl_node *n, unsigned idx)
 			if (store_key_part(key, e->nworkers) != idx)
 				continue;
 			mine++;
-			if (store_materialize_page(e, n, refs[i].space, refs[i].page_no) == 0)
+			if (store_materialize_page(e, n, refs[i].space, refs[i].page_no, &b) == 0)
 				done++;
-			ppl_pool_usage(e->pool, &u);
+			if (b.npages == 0) /* flushed: what it freed shows */
+				ppl_pool_usage(e->pool, &u);
 			if (u.cleaned_enough)
 				break;
 		}
+		store_batch_flush(&b); /* ppl_pool_oldest lists the pages again until then */
+		ppl_pool_usage(e->pool, &u);
 		if (mine == 0)
 			break;
 	}
+	store_batch_flush(&b);
+	done = done > b.failed ? done - b.failed : 0; /* written, but their files could not be synced */
 	__atomic_add_fetch(&e->cleaned, done, __ATOMIC_RELAXED);
 	if (done)
 		SLOG(e, PPL_LOG_DEBUG, "PPL: %s: pool cleaner materialized %lu page(s); %" PRIu64 " of %" PRIu64
@@ -70,9 +77,14 @@ static void settle_ahead(struct ppl_store *e, struct ppl_node *n, unsigned idx)
 		return;
 	struct due d = { .e = e, .upto = parsed - lag, .part = idx, .nparts = e->nworkers };
 	ppl_node_for_each_page(n, store_collect_due, &d);
+	struct store_batch b;
+	store_batch_init(&b, e, n);
+	size_t done = 0;
 	for (size_t i = 0; i < d.l.n && !e->work_stop; i++)
-		if (store_settle_page(e, n, (uint32_t)(d.l.keys[i] >> 32), (uint32_t)d.l.keys[i]) == 0)
-			__atomic_add_fetch(&e->ahead, 1, __ATOMIC_RELAXED);
+		if (store_settle_page(e, n, (uint32_t)(d.l.keys[i] >> 32), (uint32_t)d.l.keys[i], &b) == 0)
+			done++;
+	size_t failed = store_batch_flush(&b);
+	__atomic_add_fetch(&e->ahead, done > failed ? done - failed : 0, __ATOMIC_RELAXED);
 	free(d.l.keys);
 }
 

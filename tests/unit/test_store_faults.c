@@ -39,6 +39,7 @@ static struct faults {
 	int err;
 	bool short_write;
 	unsigned hits;
+	unsigned writes, syncs;        /* pwrites and fdatasyncs of the file at path, failed or not */
 	char fd_path[MAX_FDS][300];
 } F = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -50,6 +51,7 @@ static void fault_set(enum fault_call call, const char *path, int err, bool shor
 	F.err = err;
 	F.short_write = short_write;
 	F.hits = 0;
+	F.writes = F.syncs = 0;
 	pthread_mutex_unlock(&F.lock);
 }
 
@@ -66,7 +68,10 @@ static unsigned fault_clear(void)
 static bool fault_hits(enum fault_call call, int fd)
 {
 	pthread_mutex_lock(&F.lock);
-	bool hit = F.call == call && fd >= 0 && fd < MAX_FDS && strcmp(F.fd_path[fd], F.path) == 0;
+	bool on = fd >= 0 && fd < MAX_FDS && strcmp(F.fd_path[fd], F.path) == 0;
+	F.writes += on && call == FAULT_PWRITE;
+	F.syncs += on && call == FAULT_SYNC;
+	bool hit = F.call == call && on;
 	if (hit)
 		F.hits++;
 	pthread_mutex_unlock(&F.lock);
@@ -280,6 +285,70 @@ static void test_every_slot_kept(void)
 	host_close(&h);
 }
 
+/* Pages 3.. changed past the per-page pool cap and their writes elided. */
+static void elide_many(struct host *h, unsigned npages, uint8_t fill, uint8_t (*images)[PS])
+{
+	for (unsigned i = 0; i < npages; i++) {
+		read_file(h->ibd_path, images[i], PS, (off_t)(3 + i) * PS);
+		change(h, 3 + i, 2000, (uint8_t)(fill + i), 300, images[i]);
+	}
+	flush_log(h);
+	for (unsigned i = 0; i < npages; i++)
+		CHECK_EQ_U(ask(h, 3 + i, images[i], PS), PPL_ELIDE_ACK);
+}
+
+/* A checkpoint that needs many pages of one file materializes them in
+ * batches: a doublewrite slot and a write per page, but one fdatasync of
+ * the file per batch (half the pool's slots, at most 16), not one per
+ * page. When that one sync fails, every page of the batch keeps its slot,
+ * the checkpoint is refused and the pages are served rebuilt; once the
+ * disk is back the next checkpoint writes them all and passes. */
+static void test_gate_batches(void)
+{
+	printf("gate materializes in batches, one sync per file and batch\n");
+	enum { N = 20 };
+	struct host h;
+	open_faulty(&h);
+	struct ppl_pool_header ph;
+	ppl_pool_get_header(ppl_store_pool(h.s), &ph);
+	unsigned cap = ph.dw_slots / 2 < 16 ? ph.dw_slots / 2 : 16;
+	static uint8_t img[N][PS], got[PS];
+	elide_many(&h, N, 0x50, img);
+
+	fault_set(FAULT_NONE, h.ibd_path, 0, false); /* only counted */
+	CHECK_EQ_U(checkpoint(&h, h.l.lsn), 0);
+	CHECK_EQ_U(F.writes, N);
+	CHECK_EQ_U(F.syncs, (N + cap - 1) / cap);
+	CHECK(F.syncs < N);
+	for (unsigned i = 0; i < N; i++) {
+		read_file(h.ibd_path, got, PS, (off_t)(3 + i) * PS);
+		CHECK(memcmp(got, img[i], PS) == 0);
+	}
+	CHECK_EQ_U(dw_slots_in_use(&h), 0);
+	struct ppl_store_figures f;
+	ppl_store_figures(h.s, &f);
+	CHECK_EQ_U(f.materialized, N);
+
+	elide_many(&h, 5, 0x70, img);
+	fault_set(FAULT_SYNC, h.ibd_path, EIO, false);
+	CHECK(checkpoint(&h, h.l.lsn) != 0);
+	CHECK_EQ_U(F.syncs, 1);
+	CHECK(logged(&h, "its sync failed"));
+	CHECK_EQ_U(dw_slots_in_use(&h), 5);
+	for (unsigned i = 0; i < 5; i++) {
+		CHECK_EQ_U(host_read(&h, 3 + i, got), 0);
+		CHECK(memcmp(got, img[i], PS) == 0);
+	}
+	fault_clear();
+	CHECK_EQ_U(checkpoint(&h, h.l.lsn), 0);
+	CHECK_EQ_U(dw_slots_in_use(&h), 0);
+	for (unsigned i = 0; i < 5; i++) {
+		read_file(h.ibd_path, got, PS, (off_t)(3 + i) * PS);
+		CHECK(memcmp(got, img[i], PS) == 0);
+	}
+	host_close(&h);
+}
+
 /* A read of part of an elided page (never InnoDB's own, but a client's):
  * the store rebuilds the whole page from its data file and copies the
  * part. When the data file cannot be read, the READ fails with EIO
@@ -315,6 +384,7 @@ int main(void)
 			      true, strerror(ENOSPC));
 	test_gate_write_fails("fdatasync fails with EIO", FAULT_SYNC, EIO, false, strerror(EIO));
 	test_every_slot_kept();
+	test_gate_batches();
 	test_read_fails();
 	CHECK_DONE();
 }

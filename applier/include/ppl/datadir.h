@@ -68,5 +68,12 @@ int ppl_datadir_read_page_of(struct ppl_datadir *d, uint32_t space, uint64_t ino
 			     size_t size);
 int ppl_datadir_write_page_of(struct ppl_datadir *d, uint32_t space, uint64_t ino, uint32_t page_no,
 			      const uint8_t *buf, size_t size);
+/* Several pages of one file written with one sync (a batch of
+ * materializations): open as ppl_datadir_write_page_of checks the file
+ * (fd, or -1 with errno), put pages (no sync; -1 with errno, ENOSPC for a
+ * short write), then sync (0 once everything put is durable) and close. */
+int ppl_datadir_open_write(struct ppl_datadir *d, uint32_t space, uint64_t ino);
+int ppl_datadir_put_page(struct ppl_datadir *d, int fd, uint32_t page_no, const uint8_t *buf, size_t size);
+int ppl_datadir_sync_close(struct ppl_datadir *d, int fd, bool sync);
 
 #endif

@@ -227,6 +227,11 @@ uint64_t ppl_pool_durable_lsn(const struct ppl_pool *p);
  * than the slots). */
 int ppl_pool_dw_stage(struct ppl_pool *p, uint32_t space, uint32_t page_no, const uint8_t *image, size_t size,
 		      char *err, size_t errlen);
+/* The same without waiting: -2 when every slot is in use now. A caller
+ * that holds slots of its own (a batch of materializations) must never
+ * wait for one: it writes its pages and releases them first. */
+int ppl_pool_dw_try_stage(struct ppl_pool *p, uint32_t space, uint32_t page_no, const uint8_t *image, size_t size,
+			  char *err, size_t errlen);
 void ppl_pool_dw_release(struct ppl_pool *p, int slot);
 /* The slot's data-file write failed: it stays staged (its image is the
  * page's) until released. When every slot is kept, ppl_pool_dw_stage
