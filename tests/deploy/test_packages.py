@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -439,7 +440,7 @@ def test_stack_from_installed_units(node):
                                "WHERE VARIABLE_NAME = 'INNODB_BUFFER_POOL_PAGES_DIRTY'"))
             if dirty < 10:
                 break
-            subprocess.run(["sleep", "0.5"])
+            time.sleep(0.5)
         stats = catcher_stats(db, os.path.join(stats_dir, f"libcatcher.{db.proc.pid}.json"))
         assert stats["total"]["elided"] > 0, stats["total"]
         live = subprocess.run(["/usr/bin/ppl-inspect", "live", pool, "stats", "--json"], capture_output=True,
