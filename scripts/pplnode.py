@@ -59,23 +59,28 @@ class Compute(MariaDB):
                 f"--innodb-page-size={self.page_size}", "--user=root"]
 
 
-def render_ganesha_conf(g, pool, pool_size, elision_port, token, plugins, stats_interval):
-    """ganesha.conf.example with this machine's paths, loopback addresses
-    and private ports; every other line as shipped."""
-    with open(GANESHA_EXAMPLE) as f:
+def render_ganesha_conf(g, pool, pool_size, elision_port, token, plugins, stats_interval, source=GANESHA_EXAMPLE,
+                        extra=None):
+    """ganesha.conf.example (or `source`, e.g. the installed
+    /etc/ppl/ganesha.conf) with this machine's paths, loopback addresses
+    and private ports; every other line as shipped. plugins=None keeps the
+    file's Plugins_Dir; `extra` sets more of its parameters."""
+    with open(source) as f:
         text = f.read()
     values = {
         "Bind_Addr": "127.0.0.1", "NFS_Port": str(g.port), "MNT_Port": str(g.mnt_port),
-        "Plugins_Dir": f'"{plugins}"', "Path": f'"{g.export_path}"', "Pseudo": f'"{g.pseudo}"',
+        "Path": f'"{g.export_path}"', "Pseudo": f'"{g.pseudo}"',
         "Clients": "127.0.0.1", "Pool_Path": f'"{pool}"', "Pool_Size": str(pool_size),
         "Elision_Address": '"127.0.0.1"', "Elision_Port": str(elision_port),
         "Elision_Clients": '"127.0.0.1"', "Elision_Token": f'"{token}"',
-        "Stats_Interval": str(stats_interval),
+        "Stats_Interval": str(stats_interval), **(extra or {}),
     }
+    if plugins is not None:
+        values["Plugins_Dir"] = f'"{plugins}"'
     for key, value in values.items():
         text, n = re.subn(rf"^(\s*){key} = [^\n]*;$", rf"\g<1>{key} = {value};", text, count=1, flags=re.M)
         if n != 1:
-            raise SystemExit(f"ganesha.conf.example has no '{key} = ...;' line any more: update {__file__}")
+            raise SystemExit(f"{source} has no '{key} = ...;' line any more: update {__file__}")
     # NFSv4 client state of this private server stays in its own directory.
     text = text.replace("NFSV4 {", f'NFSV4 {{\n    RecoveryBackend = fs;\n    RecoveryRoot = "{g.recovery}";', 1)
     return text

@@ -28,6 +28,9 @@ PKGS=(
   mariadb-test
   # tests
   python3 python3-pytest iproute2 procps psmisc
+  # tests/deploy: systemd-analyze verify on the shipped units (systemd need
+  # not be PID 1); cpack comes with cmake, dpkg-shlibdeps with dpkg-dev
+  systemd
   # the metrics test's strict OpenMetrics parser (Debian's python3)
   python3-prometheus-client
   # the storage node under memcheck (tests/lib/memcheck.py)

@@ -204,11 +204,7 @@ int ppl_store_start_elision(struct ppl_store *e, const struct ppl_config *c, cha
 	struct ppl_pool_header h;
 	ppl_pool_get_header(e->pool, &h);
 	e->dw_page_size = h.dw_page_size;
-	if (c->pool_size && h.size != c->pool_size) {
-		snprintf(err, errlen, "pool %s holds %" PRIu64 " bytes but Pool_Size = %" PRIu64 ": set Pool_Size to "
-			 "the pool's size (or leave it out), or re-create the pool with `ppl-inspect pool create %s "
-			 "--identity %s --size %" PRIu64 "` once its pages are materialized (a clean stop does that)",
-			 c->pool_path, h.size, c->pool_size, c->pool_path, e->exportdir, c->pool_size);
+	if (ppl_config_check_pool_size(c, e->exportdir, h.size, err, errlen) != 0) {
 		ppl_pool_close(e->pool);
 		e->pool = NULL;
 		return -1;

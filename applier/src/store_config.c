@@ -159,6 +159,18 @@ int ppl_config_check(const struct ppl_config *c, char *err, size_t errlen)
 	return 0;
 }
 
+int ppl_config_check_pool_size(const struct ppl_config *c, const char *exportdir, uint64_t pool_bytes, char *err,
+			       size_t errlen)
+{
+	if (c->pool_size == 0 || pool_bytes == c->pool_size)
+		return 0;
+	return fail(err, errlen, "pool %s holds %llu bytes but Pool_Size = %llu: set Pool_Size to the pool's size (or "
+		    "leave it out), or re-create the pool with `ppl-inspect pool create %s --identity %s --size %llu` "
+		    "once its pages are materialized (a clean stop does that)", c->pool_path,
+		    (unsigned long long)pool_bytes, (unsigned long long)c->pool_size, c->pool_path, exportdir,
+		    (unsigned long long)c->pool_size);
+}
+
 int ppl_config_format(const struct ppl_config *c, char *buf, size_t len)
 {
 	char elision[96], metrics[96];

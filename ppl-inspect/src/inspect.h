@@ -12,4 +12,8 @@ int live_main(int argc, char **argv, void (*usage)(FILE *));
 /* argv[0] is a libcatcher stats file: printed as OpenMetrics text. */
 int catcher_metrics_main(int argc, char **argv, void (*usage)(FILE *));
 
+/* argv[0] is "check" or "create-pool"; argv[1] a Ganesha configuration
+ * file; create-pool's argv[2] the Pool_Path of one of its PPL exports. */
+int config_main(int argc, char **argv, void (*usage)(FILE *));
+
 #endif

@@ -2,7 +2,9 @@
  *   pool             the per-page log pool file (create, check, info, dump)
  *   live             a running export's figures and pending records, as
  *                    JSON, or its metrics as OpenMetrics text
- *   catcher-metrics  libcatcher's stats file as OpenMetrics text */
+ *   catcher-metrics  libcatcher's stats file as OpenMetrics text
+ *   config           a storage node's ganesha.conf: would its PPL exports
+ *                    come up (systemd's ExecStartPre), and their pools */
 #include <stdio.h>
 #include <string.h>
 
@@ -21,6 +23,8 @@ static void usage(FILE *f)
 		"       ppl-inspect live POOL_PATH forget-space SPACE [--json]\n"
 		"       ppl-inspect live POOL_PATH metrics\n"
 		"       ppl-inspect catcher-metrics STATS_FILE\n"
+		"       ppl-inspect config check GANESHA_CONF\n"
+		"       ppl-inspect config create-pool GANESHA_CONF POOL_PATH\n"
 		"\n"
 		"live asks the running ganesha.nfsd whose export uses the pool at POOL_PATH (over\n"
 		"the socket POOL_PATH.ctl) for its figures, or for one page's pending records\n"
@@ -31,6 +35,12 @@ static void usage(FILE *f)
 		"live ... metrics prints the figures as OpenMetrics text, the same as the export's\n"
 		"Metrics_Port serves (for node_exporter's textfile collector); catcher-metrics prints\n"
 		"a libcatcher stats file (LIBCATCHER_STATS_FILE) the same way.\n"
+		"config check reads every EXPORT with FSAL PPL in GANESHA_CONF (%%include followed)\n"
+		"and says whether FSAL_PPL would refuse it: its parameters, and its pool opened\n"
+		"read-only with the export's Path as identity, Block_Size, Max_Per_Page and\n"
+		"Pool_Size; the example's Elision_Token is refused too. config create-pool makes\n"
+		"the pool at POOL_PATH the way that export needs it (Pool_Size required) and\n"
+		"never touches an existing file.\n"
 		"check, info and dump open the pool read-only and change nothing. Exit status:\n"
 		"0 fine, 1 the pool has damage or pages to repair, 2 bad usage or the pool cannot be opened.\n");
 }
@@ -45,6 +55,8 @@ int main(int argc, char **argv)
 		return pool_main(argc - 2, argv + 2, usage);
 	if (argc >= 3 && strcmp(argv[1], "live") == 0)
 		return live_main(argc - 2, argv + 2, usage);
+	if (argc >= 3 && strcmp(argv[1], "config") == 0)
+		return config_main(argc - 2, argv + 2, usage);
 	if (argc >= 2 && strcmp(argv[1], "catcher-metrics") == 0)
 		return catcher_metrics_main(argc - 2, argv + 2, usage);
 	usage(stderr);

@@ -10,11 +10,9 @@ taken leaves the export working, with a WARN that says the endpoint is off
 and why."""
 import socket
 import subprocess
-import urllib.request
-
 
 from lib import paths
-from lib.openmetrics import strict_parser
+from lib.openmetrics import families, scrape, value
 from lib.ganesha import free_port
 from lib.stack import Stack, require_stack
 
@@ -25,27 +23,6 @@ TABLES, TABLE_SIZE = 2, 5000
 OPTIONS = ["--innodb-buffer-pool-size=8M", "--innodb-log-file-size=16M", "--innodb-doublewrite=0",
            "--innodb-flush-method=O_DIRECT", "--innodb-flush-log-at-trx-commit=1",
            "--innodb-max-dirty-pages-pct=1", "--innodb-max-dirty-pages-pct-lwm=0.001"]
-CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
-
-
-def families(text):
-    """{family name: {(sample name, sorted labels): value}}, through the
-    strict parser (it raises on anything the format forbids)."""
-    out = {}
-    for f in strict_parser().text_string_to_metric_families(text):
-        out[f.name] = {(s.name, tuple(sorted(s.labels.items()))): s.value for s in f.samples}
-    return out
-
-
-def scrape(port):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
-        assert r.status == 200
-        assert r.headers["Content-Type"] == CONTENT_TYPE, r.headers["Content-Type"]
-        return r.read().decode()
-
-
-def value(fams, family, sample=None, **labels):
-    return fams[family][(sample or family + "_total", tuple(sorted(labels.items())))]
 
 
 def test_metrics_move_and_parse(tmp_path):

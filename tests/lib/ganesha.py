@@ -45,7 +45,10 @@ raw config lines added to NFS_CORE_PARAM, EXPORT and a LOG block; `env`
 adds environment variables for ganesha.nfsd; `config`, a function of the
 Ganesha object returning the whole config text, replaces the generated one
 (it must use g.port, g.mnt_port, g.export_path, g.pseudo and g.recovery); `wrapper`
-is a command that runs ganesha.nfsd in the same process (e.g. valgrind).  Ganesha's stderr goes to <base>/ganesha.stderr.
+is a command that runs ganesha.nfsd in the same process (e.g. valgrind); `command`,
+a function of the Ganesha object called once the config is written, returns
+the command line instead of the usual one (a systemd unit's ExecStart=; it
+must use g.log, g.conf and g.pidfile).  Ganesha's stderr goes to <base>/ganesha.stderr.
 Use as a context manager to stop the server on exit.
 """
 import atexit
@@ -130,7 +133,7 @@ def ensure_rpcbind(timeout=10):
 class Ganesha:
     def __init__(self, base, export_path, pseudo="/export", fsal="FSAL { Name = VFS; }",
                  plugins_dir=None, export_id=1, core_extra="", export_extra="", log_extra="", env=None,
-                 config=None, wrapper=()):
+                 config=None, wrapper=(), command=None):
         self.base = os.path.abspath(base)
         self.export_path = os.path.abspath(export_path)
         self.pseudo = "/" + pseudo.strip("/")
@@ -143,6 +146,7 @@ class Ganesha:
         self.env = env
         self.config = config
         self.wrapper = list(wrapper)
+        self.command = command
         self.conf = os.path.join(self.base, "ganesha.conf")
         self.log = os.path.join(self.base, "ganesha.log")
         self.pidfile = os.path.join(self.base, "ganesha.pid")
@@ -241,8 +245,10 @@ EXPORT {{
             os.unlink(self.pidfile)
         # Sanitizer reports (a plugin built with PPL_SANITIZE) go to stderr.
         with open(self.stderr, "ab") as err:
+            argv = (self.command(self) if self.command else
+                    [GANESHA, "-F", "-L", self.log, "-f", self.conf, "-N", "NIV_EVENT", "-p", self.pidfile])
             self.proc = subprocess.Popen(
-                [*self.wrapper, GANESHA, "-F", "-L", self.log, "-f", self.conf, "-N", "NIV_EVENT", "-p", self.pidfile],
+                [*self.wrapper, *argv],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                 env=dict(os.environ, **self.env) if self.env else None)
         deadline = time.time() + timeout

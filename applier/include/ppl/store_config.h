@@ -48,6 +48,11 @@ struct ppl_config {
 /* Checks every parameter and their combinations. Returns 0, or -1 with a
  * message in err that names the parameter, the value and what to do. */
 int ppl_config_check(const struct ppl_config *c, char *err, size_t errlen);
+/* A pool of pool_bytes found at Pool_Path for the export at exportdir:
+ * 0, or -1 with what to do when Pool_Size names another size. The FSAL and
+ * `ppl-inspect config check` refuse with the same words. */
+int ppl_config_check_pool_size(const struct ppl_config *c, const char *exportdir, uint64_t pool_bytes, char *err,
+			       size_t errlen);
 /* "Pool_Path=... Pool_Size=... ..." (the token itself is never shown). */
 int ppl_config_format(const struct ppl_config *c, char *buf, size_t len);
 /* Frees the strings (malloc'ed: Ganesha's parser allocates with
