@@ -29,6 +29,7 @@
 #include "ppl/node.h"
 #include "ppl/page_cache.h"
 #include "ppl/pool.h"
+#include "ppl/pool_marker.h"
 #include "ppl/store.h"
 #include "ppl/store_config.h"
 #include "store_internal.h"
@@ -107,6 +108,36 @@ struct ppl_store *ppl_store_new(const char *datadir, const struct ppl_store_env 
 	return e;
 }
 
+static void count_slot(void *arg, int slot, uint32_t space, uint32_t page_no, uint64_t lsn, uint32_t size,
+		       bool intact)
+{
+	(void)slot, (void)space, (void)page_no, (void)lsn, (void)size, (void)intact;
+	(*(unsigned *)arg)++;
+}
+
+/* The pool holds nothing the data files lack (no page's records, no
+ * doublewrite slot): the marker says so, and a new pool may serve the
+ * export after this stop (pool_marker.h). */
+static void mark_drained(struct ppl_store *e)
+{
+	struct ppl_pool_usage u;
+	struct ppl_pool_header h;
+	unsigned slots = 0;
+	char merr[512];
+	ppl_pool_usage(e->pool, &u);
+	ppl_pool_dw_for_each(e->pool, count_slot, &slots);
+	ppl_pool_get_header(e->pool, &h);
+	if (u.pages != 0 || slots != 0) {
+		SLOG(e, PPL_LOG_WARN, "PPL: %s: the pool still holds %" PRIu64 " page(s) and %u doublewrite slot(s) "
+			 "at this stop: it is needed at the next start (see the lines above)", e->exportdir, u.pages,
+			 slots);
+		return;
+	}
+	if (ppl_pool_marker_write(e->exportdir, h.uuid, true, merr, sizeof(merr)) != 0)
+		SLOG(e, PPL_LOG_WARN, "PPL: %s: %s: the next start with a new pool will be refused until the "
+			 "marker is removed", e->exportdir, merr);
+}
+
 void ppl_store_free(struct ppl_store *e)
 {
 	if (e == NULL)
@@ -122,6 +153,8 @@ void ppl_store_free(struct ppl_store *e)
 	 * back from the pool at the next start instead). */
 	if (e->pool && e->node)
 		store_materialize_elided(e, e->node);
+	if (e->pool)
+		mark_drained(e);
 	ppl_pool_close(e->pool);
 	pthread_mutex_destroy(&e->stripe_lock);
 	pthread_cond_destroy(&e->stripe_cond);
@@ -204,11 +237,17 @@ int ppl_store_start_elision(struct ppl_store *e, const struct ppl_config *c, cha
 	struct ppl_pool_header h;
 	ppl_pool_get_header(e->pool, &h);
 	e->dw_page_size = h.dw_page_size;
-	if (ppl_config_check_pool_size(c, e->exportdir, h.size, err, errlen) != 0) {
+	if (ppl_config_check_pool_size(c, e->exportdir, h.size, err, errlen) != 0 ||
+	    ppl_pool_marker_admit(e->exportdir, h.uuid, err, errlen) != 0) {
 		ppl_pool_close(e->pool);
 		e->pool = NULL;
 		return -1;
 	}
+	char merr[512];
+	if (ppl_pool_marker_write(e->exportdir, h.uuid, false, merr, sizeof(merr)) != 0)
+		SLOG(e, PPL_LOG_WARN, "PPL: %s: %s: should this pool be lost before a clean stop, the next start "
+			"could not tell (make the export's directory writable for the storage node)", e->exportdir,
+			merr);
 	SLOG(e, PPL_LOG_EVENT, "PPL: %s: pool %s opened in %.3f s: %" PRIu64 " doublewrite slot(s) pending, %"
 		 PRIu64 " page(s) restored, %" PRIu64 " current, %" PRIu64 " not checked", e->exportdir, c->pool_path,
 		 (double)rec.elapsed_ns / 1e9, rec.dw_pending, rec.dw_restored, rec.dw_current,

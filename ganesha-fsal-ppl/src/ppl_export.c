@@ -333,7 +333,7 @@ fsal_status_t ppl_create_export(struct fsal_module *fsal_hdl, void *parse_node,
 	struct fsal_module *sub_fsal;
 	struct ppl_export *pexp;
 	fsal_status_t st;
-	char line[1024];
+	char line[2048];
 
 	if (!parse_args(parse_node, err_type, &args))
 		return fsalstat(ERR_FSAL_INVAL, EINVAL);

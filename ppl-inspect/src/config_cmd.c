@@ -20,6 +20,7 @@
 
 #include "inspect.h"
 #include "ppl/pool.h"
+#include "ppl/pool_marker.h"
 #include "ppl/store_config.h"
 
 /* The example's token (ganesha.conf.example, /etc/ppl/ganesha.conf as
@@ -426,7 +427,7 @@ static int load(struct reader *r, const char *conf)
  * (read-only: nothing is restored or changed), and its size. */
 static int check_export(const struct ppl_export_conf *x)
 {
-	char err[1024];
+	char err[2048];
 	const struct ppl_config *c = &x->cfg;
 	if (ppl_config_check(c, err, sizeof(err)) != 0) {
 		fprintf(stderr, "ppl-inspect: export %s (%s) would be refused: %s\n", x->path, x->where, err);
@@ -454,7 +455,8 @@ static int check_export(const struct ppl_export_conf *x)
 	struct ppl_pool_header h;
 	ppl_pool_get_header(p, &h);
 	ppl_pool_close(p);
-	if (ppl_config_check_pool_size(c, x->path, h.size, err, sizeof(err)) != 0) {
+	if (ppl_config_check_pool_size(c, x->path, h.size, err, sizeof(err)) != 0 ||
+	    ppl_pool_marker_admit(x->path, h.uuid, err, sizeof(err)) != 0) {
 		fprintf(stderr, "ppl-inspect: export %s (%s) would be refused: %s\n", x->path, x->where, err);
 		return -1;
 	}
@@ -478,7 +480,7 @@ static int cmd_check(const struct reader *r)
  * (ppl_pool_create refuses it). */
 static int cmd_create_pool(const struct reader *r, const char *conf, const char *pool)
 {
-	char err[512];
+	char err[2048];
 	for (int i = 0; i < r->nexports; i++) {
 		const struct ppl_export_conf *x = &r->exports[i];
 		const struct ppl_config *c = &x->cfg;
@@ -495,7 +497,8 @@ static int cmd_create_pool(const struct reader *r, const char *conf, const char 
 		}
 		struct ppl_pool_geometry g = { .size = c->pool_size, .block_size = c->block_size,
 					       .max_per_page = c->max_per_page, .identity = x->path };
-		if (ppl_pool_create(pool, &g, err, sizeof(err)) != 0) {
+		if (ppl_pool_marker_admit(x->path, NULL, err, sizeof(err)) != 0 ||
+		    ppl_pool_create(pool, &g, err, sizeof(err)) != 0) {
 			fprintf(stderr, "ppl-inspect: %s\n", err);
 			return 2;
 		}

@@ -12,6 +12,7 @@
 #include "inspect.h"
 #include "ppl/datadir.h"
 #include "ppl/pool.h"
+#include "ppl/pool_marker.h"
 
 struct args {
 	const char *path, *identity, *datadir, *page;
@@ -106,9 +107,12 @@ static void add_u64(json_object *o, const char *k, uint64_t v) { json_object_obj
 
 static int cmd_create(struct args *a)
 {
-	char err[512];
+	char err[2048];
 	a->g.identity = a->identity;
-	if (ppl_pool_create(a->path, &a->g, err, sizeof(err)) != 0) {
+	/* the identity is the export: a pool it ran with and lost, undrained,
+	 * is not replaced by an empty one without a word (pool_marker.h) */
+	if (ppl_pool_marker_admit(a->identity, NULL, err, sizeof(err)) != 0 ||
+	    ppl_pool_create(a->path, &a->g, err, sizeof(err)) != 0) {
 		fprintf(stderr, "ppl-inspect: %s\n", err);
 		return 2;
 	}

@@ -138,3 +138,22 @@ def test_refused_pools(pool, tmp_path):
     assert "truncated" in p.stderr
     p = inspect("pool", "info", str(tmp_path / "absent.pool"), check=2)
     assert "No such file" in p.stderr and "pool create" in p.stderr
+
+
+def test_create_refuses_to_replace_an_undrained_pool(tmp_path):
+    """An export whose marker (.ppl-pool) says its last pool was never
+    drained by a clean stop gets no new, empty pool: the old one held the
+    only copy of its kept pages. Once a clean stop drained it, or for a
+    marker copied from another export, a new pool is made."""
+    export = tmp_path / "export"
+    export.mkdir()
+    marker = export / ".ppl-pool"
+    marker.write_text(f"export {export}\npool {'ab' * 16}\nstate open\n")
+    p = inspect("pool", "create", str(tmp_path / "new.pool"), "--identity", str(export), "--size", "4M", check=2)
+    assert "no clean stop drained" in p.stderr and "restore it from a backup" in p.stderr, p.stderr
+    assert str(marker) in p.stderr
+    assert not (tmp_path / "new.pool").exists()
+    marker.write_text(f"export /elsewhere\npool {'ab' * 16}\nstate open\n")
+    inspect("pool", "create", str(tmp_path / "copy.pool"), "--identity", str(export), "--size", "4M", check=0)
+    marker.write_text(f"export {export}\npool {'ab' * 16}\nstate drained\n")
+    inspect("pool", "create", str(tmp_path / "new.pool"), "--identity", str(export), "--size", "4M", check=0)
