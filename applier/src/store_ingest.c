@@ -779,6 +779,11 @@ static int start_ingest(struct ppl_store *e, uint64_t write_end)
 	e->log_capacity = size - area;
 	if (e->pool != NULL && load_pool(e, e->building, ck->lsn, size - area) != 0)
 		return -1;
+	/* The catch-up below names files too: a table created since the
+	 * checkpoint whose page 0 was elided, never materialized (a restart
+	 * after a crash), is found by its FILE_CREATE only; a FILE_DELETE
+	 * drops what the pool put back of its space. */
+	ppl_node_on_file_event(e->building, on_file, e);
 	int rc = 0;
 	if (write_end == TO_END) {
 		rc = feed_to_end(e, ck->lsn, from, size, area);
@@ -833,7 +838,6 @@ static int start_ingest(struct ppl_store *e, uint64_t write_end)
 	 * the elided set until it is materialized or written in full. */
 	if (e->pool != NULL)
 		ppl_node_for_each_page(e->building, mark_suspect, e);
-	ppl_node_on_file_event(e->building, on_file, e);
 	__atomic_store_n(&e->node, e->building, __ATOMIC_RELEASE);
 	e->building = NULL;
 	SLOG(e, PPL_LOG_EVENT, "PPL: %s: redo ingest %s at the checkpoint LSN %" PRIu64 " (log of %" PRIu64

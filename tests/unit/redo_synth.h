@@ -73,6 +73,29 @@ static inline uint64_t syn_mtr(struct synlog *l, const uint8_t *recs, size_t n)
 	return start;
 }
 
+/* A record of type `type` (high nibble) whose bytes after the type byte
+ * are body[0..b): the length in the low nibble, or 0 there and
+ * varint(length - 15) first when it does not fit. */
+static inline size_t syn_rec(uint8_t *p, uint8_t type, const uint8_t *body, size_t b)
+{
+	size_t h = 0;
+	if (b < 16) {
+		p[h++] = (uint8_t)(type | b);
+	} else {
+		/* length = 15 + varint-encoded extra, counted after the type byte */
+		uint8_t v[5];
+		size_t vl = syn_varint(v, (uint32_t)(b - 15));
+		if (syn_varint(v, (uint32_t)(b + vl - 15)) != vl)
+			vl++;
+		vl = syn_varint(v, (uint32_t)(b + vl - 15));
+		p[h++] = type;
+		memcpy(p + h, v, vl);
+		h += vl;
+	}
+	memcpy(p + h, body, b);
+	return h + b;
+}
+
 /* A WRITE record with page id: data at byte offset `off` of (space, page). */
 static inline size_t syn_write_rec(uint8_t *p, uint32_t space, uint32_t page, uint32_t off, const void *data,
 				   size_t len)
@@ -84,21 +107,19 @@ static inline size_t syn_write_rec(uint8_t *p, uint32_t space, uint32_t page, ui
 	b += syn_varint(body + b, off);
 	memcpy(body + b, data, len);
 	b += len;
-	size_t h = 0;
-	if (b < 16) {
-		p[h++] = (uint8_t)(0x30 | b);
-	} else {
-		/* length = 15 + varint-encoded extra, counted after the type byte */
-		uint8_t v[5];
-		size_t vl = syn_varint(v, (uint32_t)(b - 15));
-		if (syn_varint(v, (uint32_t)(b + vl - 15)) != vl)
-			vl++;
-		vl = syn_varint(v, (uint32_t)(b + vl - 15));
-		p[h++] = 0x30;
-		memcpy(p + h, v, vl);
-		h += vl;
-	}
-	memcpy(p + h, body, b);
-	return h + b;
+	return syn_rec(p, 0x30, body, b);
+}
+
+/* FILE_CREATE: the space's file is `name` ("./db/t.ibd"), as InnoDB logs
+ * it when it creates a table's file. */
+static inline size_t syn_file_create_rec(uint8_t *p, uint32_t space, const char *name)
+{
+	uint8_t body[512];
+	size_t b = 0;
+	b += syn_varint(body + b, space);
+	b += syn_varint(body + b, 0);
+	memcpy(body + b, name, strlen(name));
+	b += strlen(name);
+	return syn_rec(p, 0x80, body, b);
 }
 #endif
