@@ -73,7 +73,10 @@ def render_ganesha_conf(g, pool, pool_size, elision_port, token, plugins, stats_
         "Clients": "127.0.0.1", "Pool_Path": f'"{pool}"', "Pool_Size": str(pool_size),
         "Elision_Address": '"127.0.0.1"', "Elision_Port": str(elision_port),
         "Elision_Clients": '"127.0.0.1"', "Elision_Token": f'"{token}"',
-        "Stats_Interval": str(stats_interval), **(extra or {}),
+        "Stats_Interval": str(stats_interval),
+        # The runs here emulate NVDIMM with tmpfs, and a power loss is not
+        # among what they try: the pool keeps records as NVDIMM would.
+        "Allow_Volatile_Pool": "true" if on_tmpfs(pool) else "false", **(extra or {}),
     }
     if plugins is not None:
         values["Plugins_Dir"] = f'"{plugins}"'
@@ -104,6 +107,19 @@ def catcher_env(mode, elision_port, token, stats_path):
     return {"LD_PRELOAD": os.path.join(paths.build_dir(), "libcatcher", "libcatcher.so"),
             "LIBCATCHER_MODE": mode, "LIBCATCHER_SERVER": f"127.0.0.1:{elision_port}",
             "LIBCATCHER_TOKEN": token, "LIBCATCHER_TIMEOUT_MS": "2000", "LIBCATCHER_STATS_FILE": stats_path}
+
+
+def on_tmpfs(path):
+    """Whether path's directory is on a tmpfs (a power loss empties it)."""
+    d = os.path.dirname(os.path.abspath(path))
+    best = ("", "")
+    with open("/proc/mounts") as f:
+        for line in f:
+            fields = line.split()
+            mnt = fields[1]
+            if (d == mnt or d.startswith(mnt.rstrip("/") + "/")) and len(mnt) > len(best[0]):
+                best = (mnt, fields[2])
+    return best[1] == "tmpfs"
 
 
 def tmpfs_dir():

@@ -756,4 +756,5 @@ void ppl_pool_get_header(const struct ppl_pool *p, struct ppl_pool_header *out)
 	memcpy(out->identity, p->sb.identity, sizeof(out->identity));
 	out->identity[PPL_POOL_IDENTITY_MAX] = '\0';
 	out->is_pmem = p->pm.mode == PM_PMEM;
+	out->is_volatile = p->pm.mode == PM_EMUL;
 }

@@ -243,8 +243,29 @@ int ppl_store_start_elision(struct ppl_store *e, const struct ppl_config *c, cha
 		e->pool = NULL;
 		return -1;
 	}
+	/* A pool a power loss empties never holds the only copy of records
+	 * MariaDB's checkpoint has passed, unless the operator said so. */
+	e->pool_keeps_nothing = h.is_volatile && !c->allow_volatile_pool;
+	if (e->pool_keeps_nothing)
+		SLOG(e, PPL_LOG_WARN, "PPL: %s: pool %s is on tmpfs, which a power loss or a reboot empties: it keeps "
+			 "no page's records past MariaDB's checkpoint (each page a checkpoint needs is written into "
+			 "its data file instead, a data-file write per page the pool would have spared), and its "
+			 "doublewrite slots do not survive a power loss. Put the pool on a DAX mount of NVDIMM, or "
+			 "set Allow_Volatile_Pool = true to use it as NVDIMM at the risk of losing those records at "
+			 "a power loss", e->exportdir, c->pool_path);
+	else if (h.is_volatile)
+		SLOG(e, PPL_LOG_WARN, "PPL: %s: pool %s is on tmpfs and Allow_Volatile_Pool = true: records of "
+			 "pages kept in it past MariaDB's checkpoint exist nowhere else, so a power loss or a reboot "
+			 "without a clean stop loses them (the export then refuses the datadir: restore it from a "
+			 "backup), and a torn page write at a power loss has no doublewrite slot to repair it",
+			 e->exportdir, c->pool_path);
+	/* A pool that may keep nothing and holds nothing now never will: its
+	 * loss costs nothing, and a new pool may take its place. */
+	struct ppl_pool_usage u;
+	ppl_pool_usage(e->pool, &u);
+	bool empty_for_good = e->pool_keeps_nothing && u.pages == 0;
 	char merr[512];
-	if (ppl_pool_marker_write(e->exportdir, h.uuid, false, merr, sizeof(merr)) != 0)
+	if (ppl_pool_marker_write(e->exportdir, h.uuid, empty_for_good, merr, sizeof(merr)) != 0)
 		SLOG(e, PPL_LOG_WARN, "PPL: %s: %s: should this pool be lost before a clean stop, the next start "
 			"could not tell (make the export's directory writable for the storage node)", e->exportdir,
 			merr);

@@ -475,14 +475,15 @@ static int chunk_to_pool(void *arg, uint64_t start_lsn, uint64_t end_lsn, bool f
  * the log: in the pmem pool while the page is under its cap (NV-PPL: the
  * page stays unmaterialized), else by materializing it. Page 0 is always
  * materialized: it names its file's space, and after a restart the pool's
- * records are found a file only through it. The caller holds the
- * page's stripe. */
+ * records are found a file only through it. So is every page when the
+ * pool is on tmpfs and may not keep records (Allow_Volatile_Pool): a power
+ * loss would take them. The caller holds the page's stripe. */
 static int settle(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t ino,
 		  struct store_batch *b)
 {
 	struct ppl_pool_page_info pi;
 	struct to_pool t = { .pool = e->pool, .space = space, .page_no = page_no, .st = PPL_POOL_OK };
-	if (page_no == 0)
+	if (page_no == 0 || e->pool_keeps_nothing)
 		return materialize(e, n, space, page_no, ino, b);
 	if (ppl_pool_page_info(e->pool, space, page_no, &pi)) {
 		if (pi.spilled || pi.damaged)

@@ -71,6 +71,7 @@ struct ppl_store {
 	uint8_t busy[STRIPES];         /* materialization in progress */
 	pthread_mutex_t gate_lock;     /* one checkpoint gate at a time */
 	bool gate_all;                 /* the elided set is incomplete: gate every page */
+	bool pool_keeps_nothing;       /* volatile pool, not allowed to keep records (Allow_Volatile_Pool) */
 	/* pages acknowledged (elided) since their last base: each must be
 	 * materialized before a checkpoint passes its records */
 	pthread_mutex_t elided_lock;

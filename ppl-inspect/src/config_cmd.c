@@ -153,6 +153,7 @@ static int set_param(struct reader *r, const char *where, struct ppl_config *c, 
 		S("Elision_Address", elision_address), U("Elision_Port", elision_port, UINT16_MAX),
 		S("Elision_Clients", elision_clients), S("Elision_Token", elision_token),
 		{ "Verify", 'b', offsetof(struct ppl_config, verify), 0 },
+		{ "Allow_Volatile_Pool", 'b', offsetof(struct ppl_config, allow_volatile_pool), 0 },
 		U("Stats_Interval", stats_interval, UINT32_MAX), S("Metrics_Address", metrics_address),
 		U("Metrics_Port", metrics_port, UINT16_MAX),
 #undef S

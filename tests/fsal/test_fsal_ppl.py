@@ -109,7 +109,7 @@ def test_startup_line_shows_defaults(server):
     pool = os.path.join(os.path.dirname(os.path.dirname(server.log)), "pmem", "ppl.pool")
     for item in (f"Pool_Path={pool}", "Pool_Size=(as-created)", "Block_Size=64", "Max_Per_Page=256",
                  "Apply_Threads=2", "Page_Cache_Size=67108864", "Elision=off", "Elision_Clients=127.0.0.1",
-                 "Elision_Token=(none)", "Verify=off", "Stats_Interval=0"):
+                 "Elision_Token=(none)", "Verify=off", "Allow_Volatile_Pool=no", "Stats_Interval=0"):
         assert item in cfg.split(), (item, cfg)
 
 
@@ -118,7 +118,7 @@ def test_startup_line_shows_every_setting(tmp_path, plugins_dir):
     params = (f'Pool_Size = 4194304; Block_Size = 128; Max_Per_Page = 512; Apply_Threads = 4; '
               f'Page_Cache_Size = 0; Elision_Address = "127.0.0.1"; Elision_Port = {port}; '
               f'Elision_Clients = "127.0.0.1, 10.1.0.0/16, ::1"; Elision_Token = "hunter2-secret"; '
-              f'Verify = true; Stats_Interval = 7;')
+              f'Verify = true; Allow_Volatile_Pool = true; Stats_Interval = 7;')
     (tmp_path / "pmem").mkdir()
     subprocess.run([paths.tool("ppl-inspect"), "pool", "create", str(tmp_path / "pmem" / "ppl.pool"),
                     "--identity", str(tmp_path / "export"), "--size", "4M", "--block-size", "128",
@@ -127,7 +127,7 @@ def test_startup_line_shows_every_setting(tmp_path, plugins_dir):
         cfg = g.wait_log(r"PPL: export \S+ over FSAL VFS: (.*)", timeout=1).group(1)
     for item in ("Pool_Size=4194304", "Block_Size=128", "Max_Per_Page=512", "Apply_Threads=4",
                  "Page_Cache_Size=0", f"Elision=127.0.0.1:{port}", "Elision_Token=(set)", "Verify=on",
-                 "Stats_Interval=7"):
+                 "Allow_Volatile_Pool=yes", "Stats_Interval=7"):
         assert item in cfg.split(), (item, cfg)
     assert "Elision_Clients=127.0.0.1, 10.1.0.0/16, ::1" in cfg
     assert "hunter2" not in g.log_text(), "the token must never be logged"

@@ -47,6 +47,7 @@ struct host {
 	char lines[64][1024];
 	int nlines;
 	const struct ppl_io *io;     /* the store's file I/O (NULL: POSIX); set after host_make */
+	bool allow_volatile_pool;    /* Allow_Volatile_Pool */
 	struct ppl_store *s;
 };
 
@@ -272,7 +273,8 @@ static inline void host_start_threads(struct host *h, unsigned apply_threads)
 	CHECK(h->s != NULL);
 	struct ppl_config c = {.pool_path = h->pool_path, .block_size = 64, .max_per_page = 256,
 			       .apply_threads = apply_threads, .elision_address = "127.0.0.1", .elision_port = 0,
-			       .elision_clients = "127.0.0.1", .elision_token = "t"};
+			       .elision_clients = "127.0.0.1", .elision_token = "t",
+			       .allow_volatile_pool = h->allow_volatile_pool};
 	int rc = ppl_store_start_elision(h->s, &c, err, sizeof err);
 	if (rc)
 		printf("start_elision: %s\n", err);

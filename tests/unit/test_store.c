@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <sys/wait.h>
 
+#include "ppl/pool_marker.h"
 #include "store_host.h"
 
 /* Elided, rebuilt on read, refused for every reason the harness can make. */
@@ -488,6 +489,56 @@ static void test_restart_knows_files_created_after_checkpoint(void)
 	host_close(&h);
 }
 
+/* A pool on tmpfs (a power loss empties it) keeps no page's records past
+ * MariaDB's checkpoint: the gate writes the page into its file instead,
+ * and says so at start. With Allow_Volatile_Pool the operator takes that
+ * risk and the pool keeps them, as on NVDIMM; the start says what a power
+ * loss then costs. */
+static void test_volatile_pool(void)
+{
+	printf("a pool on tmpfs keeps nothing past a checkpoint unless allowed\n");
+	if (access("/dev/shm", W_OK) != 0) {
+		printf("  /dev/shm is not writable here: the test needs a tmpfs\n");
+		CHECK(access("/dev/shm", W_OK) == 0);
+		return;
+	}
+	for (int allow = 0; allow < 2; allow++) {
+		struct host h;
+		host_make(&h);
+		CHECK(unlink(h.pool_path) == 0);
+		snprintf(h.pool_path, sizeof h.pool_path, "/dev/shm/ppl-test-volatile-%d-%d.pool", (int)getpid(), allow);
+		char err[512];
+		struct ppl_pool_geometry g = {.size = 8 << 20, .identity = h.dir};
+		CHECK(ppl_pool_create(h.pool_path, &g, err, sizeof err) == 0);
+		h.allow_volatile_pool = allow;
+		host_start(&h);
+		CHECK(logged(&h, allow ? "Allow_Volatile_Pool = true: records of pages kept in it past"
+				       : "it keeps no page's records past MariaDB's checkpoint"));
+		static uint8_t image[PS], got[PS];
+		elide_one(&h, 3, 2000, 0x5a, 40, image); /* small: under the per-page cap */
+		CHECK_EQ_U(checkpoint(&h, h.l.lsn), 0);
+		struct ppl_store_figures f;
+		ppl_store_figures(h.s, &f);
+		read_file(h.ibd_path, got, PS, 3 * PS);
+		if (allow) {
+			CHECK_EQ_U(f.pool_kept, 1);
+			CHECK_EQ_U(f.materialized, 0);
+			CHECK(memcmp(got, image, PS) != 0); /* only the pool has it */
+		} else {
+			CHECK_EQ_U(f.pool_kept, 0);
+			CHECK_EQ_U(f.materialized, 1);
+			CHECK(memcmp(got, image, PS) == 0);
+		}
+		CHECK_EQ_U(host_read(&h, 3, got), 0);
+		CHECK(memcmp(got, image, PS) == 0);
+		/* the pool lost now (a power loss): without the risk taken, it
+		 * held nothing and a new one may serve; with it, it is refused */
+		char merr[1024];
+		CHECK_EQ_U(ppl_pool_marker_admit(h.dir, NULL, merr, sizeof merr) != 0, (unsigned)allow);
+		host_close(&h);
+	}
+}
+
 int main(void)
 {
 	test_elide_and_read();
@@ -498,5 +549,6 @@ int main(void)
 	test_log_still_arriving();
 	test_restart_with_log_write_lost();
 	test_restart_knows_files_created_after_checkpoint();
+	test_volatile_pool();
 	CHECK_DONE();
 }

@@ -121,6 +121,7 @@ struct ppl_pool_header {
 	uint8_t uuid[16];
 	char identity[PPL_POOL_IDENTITY_MAX + 1];
 	bool is_pmem;                /* real persistent memory (DAX) */
+	bool is_volatile;            /* on tmpfs: emptied by a power loss or a reboot */
 };
 void ppl_pool_get_header(const struct ppl_pool *p, struct ppl_pool_header *out);
 

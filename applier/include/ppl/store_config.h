@@ -40,6 +40,10 @@ struct ppl_config {
 	char *elision_clients;
 	char *elision_token;
 	bool verify;
+	/* A pool on tmpfs keeps records past MariaDB's checkpoint as on
+	 * NVDIMM: the operator takes the risk of a power loss (false: it
+	 * keeps none there, every page the checkpoint needs is written) */
+	bool allow_volatile_pool;
 	uint32_t stats_interval;      /* seconds; 0: no periodic stats line */
 	char *metrics_address;
 	uint16_t metrics_port;        /* 0: no metrics endpoint */
