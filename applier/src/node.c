@@ -832,6 +832,11 @@ int ppl_node_add_chunk(struct ppl_node *n, uint32_t space, uint32_t page_no, uin
 				p->init_lsn = start_lsn;
 			}
 			memcpy(c->data, recs, len);
+			/* a chunk that is one FREE_PAGE record (type 0, its
+			 * length in the low nibble) frees the page, as in
+			 * ingest: nothing of it is written any more */
+			p->freed = from_init && len > 0 && (recs[0] & 0xf0) == 0 && (recs[0] & 0x0f) != 0 &&
+				   len == 1u + (recs[0] & 0x0fu);
 			c->next = NULL;
 			c->start = start_lsn;
 			c->span = (uint32_t)(end_lsn - start_lsn);

@@ -110,6 +110,16 @@ static inline size_t syn_write_rec(uint8_t *p, uint32_t space, uint32_t page, ui
 	return syn_rec(p, 0x30, body, b);
 }
 
+/* FREE_PAGE: the page is free (InnoDB writes it no more until an INIT_PAGE). */
+static inline size_t syn_free_page_rec(uint8_t *p, uint32_t space, uint32_t page)
+{
+	uint8_t body[16];
+	size_t b = 0;
+	b += syn_varint(body + b, space);
+	b += syn_varint(body + b, page);
+	return syn_rec(p, 0x00, body, b);
+}
+
 /* FILE_CREATE: the space's file is `name` ("./db/t.ibd"), as InnoDB logs
  * it when it creates a table's file. */
 static inline size_t syn_file_create_rec(uint8_t *p, uint32_t space, const char *name)

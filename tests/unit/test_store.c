@@ -539,6 +539,58 @@ static void test_volatile_pool(void)
 	}
 }
 
+/* A page freed after its write was elided: the gate keeps the FREE_PAGE
+ * record in the pool, the storage node dies, and the restart puts it back
+ * into the index. It must come back freed: the clean stop then forgets it
+ * (nothing of a free page is written) and leaves the pool empty, so the
+ * export's marker says drained. Before, it came back as a page with
+ * records, stayed in the pool across every restart, and the pool was never
+ * drained. */
+static void test_freed_page_put_back_is_forgotten(void)
+{
+	printf("a freed page put back from the pool is forgotten at the clean stop\n");
+	struct host h;
+	host_make(&h);
+	static uint8_t image[PS];
+	read_file(h.ibd_path, image, PS, 9 * PS);
+	uint8_t rec[32];
+	size_t n = syn_free_page_rec(rec, SPACE, 9);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		host_start(&h);
+		change(&h, 9, 300, 0x44, 20, image);
+		flush_log(&h);
+		bool ok = ask(&h, 9, image, PS) == PPL_ELIDE_ACK;
+		syn_mtr(&h.l, rec, n); /* the page is freed */
+		flush_log(&h);
+		struct ppl_store_figures f;
+		ok = ok && checkpoint(&h, h.l.lsn) == 0;
+		ppl_store_figures(h.s, &f);
+		ok = ok && f.pool_kept == 1;
+		_exit(ok && check_failures == 0 ? 0 : 1);
+	}
+	int status = 0;
+	CHECK(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	change(&h, 9, 300, 0x44, 20, image);
+	syn_mtr(&h.l, rec, n);
+	h.written = h.l.lsn;
+
+	host_start(&h);
+	struct ppl_store_figures f;
+	ppl_store_figures(h.s, &f);
+	CHECK_EQ_U(f.pool_loaded_pages, 1);
+	ppl_store_free(h.s); /* the clean stop */
+	char err[1024];
+	CHECK_EQ_U(ppl_pool_marker_admit(h.dir, NULL, err, sizeof err), 0); /* drained */
+	CHECK(!logged(&h, "still holds"));
+	host_start(&h);
+	ppl_store_figures(h.s, &f);
+	CHECK_EQ_U(f.pool_loaded_pages, 0);
+	host_close(&h);
+}
+
 int main(void)
 {
 	test_elide_and_read();
@@ -550,5 +602,6 @@ int main(void)
 	test_restart_with_log_write_lost();
 	test_restart_knows_files_created_after_checkpoint();
 	test_volatile_pool();
+	test_freed_page_put_back_is_forgotten();
 	CHECK_DONE();
 }
