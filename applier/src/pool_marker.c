@@ -15,6 +15,7 @@
 struct marker {
 	enum ppl_pool_marker_state state;
 	uint8_t uuid[16];
+	uint64_t lsn;                  /* the pool's durable LSN when last noted (0: none) */
 };
 
 static void hex(const uint8_t *u, char *out)
@@ -46,6 +47,7 @@ static int marker_read(const char *exportdir, struct marker *m, char *err, size_
 	char path[4096], line[4200], exp[4200] = "";
 	bool have_pool = false;
 	m->state = PPL_MARKER_NONE;
+	m->lsn = 0;
 	if (path_of(exportdir, path, sizeof(path)) != 0) {
 		snprintf(err, errlen, "the export path %s is too long", exportdir);
 		return -1;
@@ -64,6 +66,8 @@ static int marker_read(const char *exportdir, struct marker *m, char *err, size_
 			snprintf(exp, sizeof(exp), "%s", line + 7);
 		else if (strncmp(line, "pool ", 5) == 0)
 			have_pool = unhex(line + 5, m->uuid);
+		else if (strncmp(line, "lsn ", 4) == 0)
+			m->lsn = strtoull(line + 4, NULL, 10);
 		else if (strcmp(line, "state open") == 0)
 			st = PPL_MARKER_OPEN;
 		else if (strcmp(line, "state drained") == 0)
@@ -102,7 +106,8 @@ int ppl_pool_marker_admit(const char *exportdir, const uint8_t *uuid, char *err,
 	return -1;
 }
 
-int ppl_pool_marker_write(const char *exportdir, const uint8_t uuid[16], bool drained, char *err, size_t errlen)
+static int write_marker(const char *exportdir, const uint8_t uuid[16], bool drained, uint64_t lsn, char *err,
+			size_t errlen)
 {
 	char path[4096], tmp[4200], u[33];
 	if (path_of(exportdir, path, sizeof(path)) != 0) {
@@ -119,7 +124,8 @@ int ppl_pool_marker_write(const char *exportdir, const uint8_t uuid[16], bool dr
 	char body[4400];
 	int n = snprintf(body, sizeof(body),
 			 "# FSAL_PPL: the pool that holds this export's pages (docs/deploy.md). Do not edit.\n"
-			 "export %s\npool %s\nstate %s\n", exportdir, u, drained ? "drained" : "open");
+			 "export %s\npool %s\nstate %s\nlsn %llu\n", exportdir, u, drained ? "drained" : "open",
+			 (unsigned long long)lsn);
 	bool ok = n > 0 && (size_t)n < sizeof(body) && write(fd, body, (size_t)n) == n && fsync(fd) == 0;
 	int werr = errno;
 	close(fd);
@@ -135,4 +141,33 @@ int ppl_pool_marker_write(const char *exportdir, const uint8_t uuid[16], bool dr
 		close(dfd);
 	}
 	return 0;
+}
+
+int ppl_pool_marker_write(const char *exportdir, const uint8_t uuid[16], bool drained, char *err, size_t errlen)
+{
+	return write_marker(exportdir, uuid, drained, 0, err, errlen);
+}
+
+int ppl_pool_marker_note_lsn(const char *exportdir, const uint8_t uuid[16], uint64_t lsn, char *err, size_t errlen)
+{
+	return write_marker(exportdir, uuid, false, lsn, err, errlen);
+}
+
+int ppl_pool_marker_current(const char *exportdir, const uint8_t uuid[16], uint64_t durable_lsn, char *err,
+			    size_t errlen)
+{
+	struct marker m;
+	if (marker_read(exportdir, &m, err, errlen) != 0)
+		return -1;
+	if (m.state != PPL_MARKER_OPEN || memcmp(uuid, m.uuid, 16) != 0 || durable_lsn >= m.lsn)
+		return 0;
+	char u[33];
+	hex(uuid, u);
+	snprintf(err, errlen, "the pool at Pool_Path is an older copy of pool %s: it is durable up to LSN %llu, "
+		 "and the export last ran with it durable up to LSN %llu: the records it kept in between are not "
+		 "in this copy, nor in any data file. Put the pool the storage node last ran with back at "
+		 "Pool_Path; if it is lost, the datadir is not consistent: restore it from a backup. Only if "
+		 "you know that pool held nothing, remove %s/%s and start again", u,
+		 (unsigned long long)durable_lsn, (unsigned long long)m.lsn, exportdir, PPL_POOL_MARKER_NAME);
+	return -1;
 }

@@ -118,6 +118,27 @@ static void count_slot(void *arg, int slot, uint32_t space, uint32_t page_no, ui
 /* The pool holds nothing the data files lack (no page's records, no
  * doublewrite slot): the marker says so, and a new pool may serve the
  * export after this stop (pool_marker.h). */
+void store_marker_follow(struct ppl_store *e)
+{
+	if (e->pool == NULL || e->pool_keeps_nothing)
+		return;
+	uint64_t lsn = ppl_pool_durable_lsn(e->pool);
+	struct ppl_pool_usage u;
+	ppl_pool_usage(e->pool, &u);
+	if (lsn <= e->marker_lsn || u.pages == 0)
+		return; /* an older copy of a pool that holds nothing loses nothing */
+	struct ppl_pool_header h;
+	char merr[512];
+	ppl_pool_get_header(e->pool, &h);
+	if (ppl_pool_marker_note_lsn(e->exportdir, h.uuid, lsn, merr, sizeof(merr)) == 0)
+		e->marker_lsn = lsn;
+	else if (!e->marker_warned) {
+		e->marker_warned = true;
+		SLOG(e, PPL_LOG_WARN, "PPL: %s: %s: an older copy of the pool put back later could not be told "
+			 "apart", e->exportdir, merr);
+	}
+}
+
 static void mark_drained(struct ppl_store *e)
 {
 	struct ppl_pool_usage u;
@@ -238,7 +259,8 @@ int ppl_store_start_elision(struct ppl_store *e, const struct ppl_config *c, cha
 	ppl_pool_get_header(e->pool, &h);
 	e->dw_page_size = h.dw_page_size;
 	if (ppl_config_check_pool_size(c, e->exportdir, h.size, err, errlen) != 0 ||
-	    ppl_pool_marker_admit(e->exportdir, h.uuid, err, errlen) != 0) {
+	    ppl_pool_marker_admit(e->exportdir, h.uuid, err, errlen) != 0 ||
+	    ppl_pool_marker_current(e->exportdir, h.uuid, ppl_pool_durable_lsn(e->pool), err, errlen) != 0) {
 		ppl_pool_close(e->pool);
 		e->pool = NULL;
 		return -1;
@@ -265,7 +287,9 @@ int ppl_store_start_elision(struct ppl_store *e, const struct ppl_config *c, cha
 	ppl_pool_usage(e->pool, &u);
 	bool empty_for_good = e->pool_keeps_nothing && u.pages == 0;
 	char merr[512];
-	if (ppl_pool_marker_write(e->exportdir, h.uuid, empty_for_good, merr, sizeof(merr)) != 0)
+	e->marker_lsn = ppl_pool_durable_lsn(e->pool);
+	if ((empty_for_good ? ppl_pool_marker_write(e->exportdir, h.uuid, true, merr, sizeof(merr))
+			    : ppl_pool_marker_note_lsn(e->exportdir, h.uuid, e->marker_lsn, merr, sizeof(merr))) != 0)
 		SLOG(e, PPL_LOG_WARN, "PPL: %s: %s: should this pool be lost before a clean stop, the next start "
 			"could not tell (make the export's directory writable for the storage node)", e->exportdir,
 			merr);

@@ -72,6 +72,10 @@ struct ppl_store {
 	pthread_mutex_t gate_lock;     /* one checkpoint gate at a time */
 	bool gate_all;                 /* the elided set is incomplete: gate every page */
 	bool pool_keeps_nothing;       /* volatile pool, not allowed to keep records (Allow_Volatile_Pool) */
+	/* The pool's durable LSN the export's marker last noted (apply
+	 * worker 0 and the start only; pool_marker.h) */
+	uint64_t marker_lsn;
+	bool marker_warned;
 	/* pages acknowledged (elided) since their last base: each must be
 	 * materialized before a checkpoint passes its records */
 	pthread_mutex_t elided_lock;
@@ -318,6 +322,10 @@ int store_batch_write(struct store_batch *b, uint32_t space, uint32_t page_no, u
 /* Syncs every file written, then settles each page whose file is durable;
  * returns b->failed. Never takes a stripe. */
 size_t store_batch_flush(struct store_batch *b);
+
+/* The pool's durable LSN noted in the export's marker when it moved and
+ * the pool holds records (apply worker 0, about once a second). */
+void store_marker_follow(struct ppl_store *e);
 
 /* store_workers.c: background apply */
 

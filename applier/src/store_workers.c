@@ -110,6 +110,8 @@ static void *worker_main(void *arg)
 		if (n != NULL && !STOPPED(e)) {
 			clean_pool(e, n, w->idx);
 			settle_ahead(e, n, w->idx);
+			if (w->idx == 0)
+				store_marker_follow(e);
 		}
 		rcu_read_unlock();
 		pthread_mutex_lock(&e->work_lock);

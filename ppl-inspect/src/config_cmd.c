@@ -455,9 +455,11 @@ static int check_export(const struct ppl_export_conf *x)
 	}
 	struct ppl_pool_header h;
 	ppl_pool_get_header(p, &h);
+	uint64_t durable = ppl_pool_durable_lsn(p);
 	ppl_pool_close(p);
 	if (ppl_config_check_pool_size(c, x->path, h.size, err, sizeof(err)) != 0 ||
-	    ppl_pool_marker_admit(x->path, h.uuid, err, sizeof(err)) != 0) {
+	    ppl_pool_marker_admit(x->path, h.uuid, err, sizeof(err)) != 0 ||
+	    ppl_pool_marker_current(x->path, h.uuid, durable, err, sizeof(err)) != 0) {
 		fprintf(stderr, "ppl-inspect: export %s (%s) would be refused: %s\n", x->path, x->where, err);
 		return -1;
 	}

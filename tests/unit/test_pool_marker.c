@@ -3,6 +3,7 @@
  * replaced by an empty one, while a clean stop lets a new pool serve. */
 #include <errno.h>
 #include <stdio.h>
+#include <sys/wait.h>
 
 #include "ppl/io.h"
 #include "ppl/pool_marker.h"
@@ -135,6 +136,11 @@ static void test_copied_and_damaged(void)
 	CHECK_EQ_U(ppl_pool_marker_admit(dir, u, err, sizeof err), 0); /* none yet */
 	CHECK_EQ_U(ppl_pool_marker_write(dir, u, false, err, sizeof err), 0);
 	CHECK(ppl_pool_marker_admit(dir, v, err, sizeof err) != 0);
+	CHECK_EQ_U(ppl_pool_marker_note_lsn(dir, u, 5000, err, sizeof err), 0);
+	CHECK_EQ_U(ppl_pool_marker_admit(dir, u, err, sizeof err), 0);
+	CHECK(ppl_pool_marker_current(dir, u, 4999, err, sizeof err) != 0 && strstr(err, "older copy"));
+	CHECK_EQ_U(ppl_pool_marker_current(dir, u, 5000, err, sizeof err), 0);
+	CHECK_EQ_U(ppl_pool_marker_current(dir, v, 0, err, sizeof err), 0); /* another pool: admit's to judge */
 	snprintf(path, sizeof path, "%s/%s", dir, PPL_POOL_MARKER_NAME);
 	FILE *f = fopen(path, "w");
 	CHECK(f != NULL);
@@ -151,10 +157,90 @@ static void test_copied_and_damaged(void)
 	CHECK(rmdir(dir) == 0);
 }
 
+static bool marker_notes(struct host *h, uint64_t lsn)
+{
+	char path[400], want[64], text[2048] = "";
+	marker_path(h, path, sizeof path);
+	snprintf(want, sizeof want, "lsn %llu\n", (unsigned long long)lsn);
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return false;
+	size_t got = fread(text, 1, sizeof text - 1, f);
+	fclose(f);
+	text[got] = '\0';
+	return strstr(text, want) != NULL;
+}
+
+static void copy_file(const char *from, const char *to)
+{
+	FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+	CHECK(a != NULL && b != NULL);
+	static char buf[1 << 16];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof buf, a)) > 0)
+		CHECK(fwrite(buf, 1, n, b) == n);
+	fclose(a);
+	fclose(b);
+}
+
+/* An older copy of the same pool (a file restored from a backup or a
+ * snapshot: same uuid, fewer records) is refused: while the pool holds
+ * records past MariaDB's checkpoint, an apply worker notes its durable LSN
+ * in the marker, and a pool durable only up to an earlier LSN is not the
+ * one the export last ran with. The pool itself put back serves. */
+static void test_older_copy_refused(void)
+{
+	printf("an older copy of the same pool is refused\n");
+	struct host h;
+	host_make(&h);
+	char stale[400], err[1024];
+	snprintf(stale, sizeof stale, "%s.stale", h.pool_path);
+	copy_file(h.pool_path, stale); /* before anything was kept */
+	static uint8_t image[PS], got[PS];
+	read_file(h.ibd_path, image, PS, 3 * PS);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		host_start_threads(&h, 1);
+		change(&h, 3, 2000, 0x3c, 40, image);
+		flush_log(&h);
+		bool ok = ask(&h, 3, image, PS) == PPL_ELIDE_ACK && checkpoint(&h, h.l.lsn) == 0;
+		for (int i = 0; i < 50 && ok && !marker_notes(&h, h.l.lsn); i++)
+			usleep(100 * 1000); /* apply worker 0 notes it within about a second */
+		_exit(ok && marker_notes(&h, h.l.lsn) && check_failures == 0 ? 0 : 1);
+	}
+	int status = 0;
+	CHECK(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	change(&h, 3, 2000, 0x3c, 40, image);
+	h.written = h.l.lsn;
+
+	char kept[400];
+	snprintf(kept, sizeof kept, "%s.kept", h.pool_path);
+	CHECK(rename(h.pool_path, kept) == 0);
+	CHECK(rename(stale, h.pool_path) == 0);
+	struct ppl_store_env env = {.log = {.log = on_log, .arg = &h}, .now_ns = clock_of, .clock_arg = &h};
+	struct ppl_store *s2 = ppl_store_new(h.dir, &env);
+	struct ppl_config c = {.pool_path = h.pool_path, .block_size = 64, .max_per_page = 256, .apply_threads = 1,
+			       .elision_address = "127.0.0.1", .elision_port = 0, .elision_clients = "127.0.0.1",
+			       .elision_token = "t"};
+	CHECK(ppl_store_start_elision(s2, &c, err, sizeof err) != 0);
+	CHECK(strstr(err, "is an older copy of pool") != NULL);
+	ppl_store_free(s2);
+
+	CHECK(unlink(h.pool_path) == 0);
+	CHECK(rename(kept, h.pool_path) == 0);
+	host_start(&h);
+	CHECK_EQ_U(host_read(&h, 3, got), 0);
+	CHECK(memcmp(got, image, PS) == 0);
+	host_close(&h);
+}
+
 int main(void)
 {
 	test_lost_pool_refused();
 	test_undrained_stop();
 	test_copied_and_damaged();
+	test_older_copy_refused();
 	CHECK_DONE();
 }

@@ -31,5 +31,13 @@ int ppl_pool_marker_admit(const char *exportdir, const uint8_t *uuid, char *err,
  * nothing in it). Written to a new file, synced and renamed over the old
  * one, so a crash leaves the old marker or the new. 0, or -1 with err. */
 int ppl_pool_marker_write(const char *exportdir, const uint8_t uuid[16], bool drained, char *err, size_t errlen);
+/* The same, open, with the pool's durable LSN: noted while the pool holds
+ * records past MariaDB's checkpoint, so that an older copy of the same
+ * pool (a file restored from a backup or a snapshot) is told apart. */
+int ppl_pool_marker_note_lsn(const char *exportdir, const uint8_t uuid[16], uint64_t lsn, char *err, size_t errlen);
+/* After ppl_pool_marker_admit: 0, or -1 with the message when the pool
+ * uuid, durable up to durable_lsn, is older than the marker last noted. */
+int ppl_pool_marker_current(const char *exportdir, const uint8_t uuid[16], uint64_t durable_lsn, char *err,
+			    size_t errlen);
 
 #endif
