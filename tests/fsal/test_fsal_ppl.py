@@ -517,7 +517,7 @@ def test_whole_example_config_serves(tmp_path, plugins_dir):
         for old, new in (("NFS_Port = 2049", f"NFS_Port = {g.port}"),
                          ("MNT_Port = 20048", f"MNT_Port = {g.mnt_port}"),
                          ("Elision_Port = 3307", f"Elision_Port = {elision_port}"),
-                         ('"/opt/ppl/lib/ganesha"', f'"{plugins_dir}"'),
+                         ('"/usr/lib/x86_64-linux-gnu/ganesha"', f'"{plugins_dir}"'),
                          ('"/srv/ppl/data"', f'"{g.export_path}"'),
                          ('"/mnt/pmem/ppl.pool"', f'"{tmp_path}/pmem/ppl.pool"'),
                          ("Pool_Size = 268435456", "Pool_Size = 4194304"),  # the pool made below
