@@ -3,7 +3,8 @@
 through the stack (a benchmark, never a test).
 
 Issue 17's trial, on one machine: TPC-C (tpcc/tpcc.lua) loaded *through
-the stack* with a small buffer pool, then run for --seconds; once with
+the stack* with a small buffer pool, then run for --seconds (the pool on
+tmpfs with Allow_Volatile_Pool = true, standing in for NVDIMM); once with
 libcatcher eliding and once with it writing every page (full writes),
 each from a new stack. For each phase it prints the wall time, TPS for the
 run, and the storage node's figures: checkpoint writes held by the gate
@@ -54,8 +55,10 @@ def diff(a, b):
 def one(a, mode, base):
     options = [f"--innodb-buffer-pool-size={a.buffer_pool_mb}M", f"--innodb-log-file-size={a.log_mb}M",
                "--innodb-doublewrite=0", "--innodb-flush-method=O_DIRECT", "--innodb-flush-log-at-trx-commit=1"]
+    pool_dir = tempfile.mkdtemp(prefix="bench-gate-pool-", dir=a.pool_dir) if a.pool_dir else None
+    extra = f"Apply_Threads = {a.apply_threads};" + (" Allow_Volatile_Pool = true;" if a.allow_volatile else "")
     s = Stack(os.path.join(base, mode), options=options, catcher_mode=mode, pool_size=f"{a.pool_mb}M",
-              fsal_extra=f"Apply_Threads = {a.apply_threads};")
+              fsal_extra=extra, pool_dir=pool_dir)
     out = {"mode": mode}
     try:
         s.start()
@@ -77,6 +80,8 @@ def one(a, mode, base):
         s.assert_storage_clean()
     finally:
         s.stop()
+        if pool_dir:
+            shutil.rmtree(pool_dir, ignore_errors=True)
     return out
 
 
@@ -89,6 +94,11 @@ def main():
     ap.add_argument("--log-mb", type=int, default=96)
     ap.add_argument("--pool-mb", type=int, default=256)
     ap.add_argument("--apply-threads", type=int, default=2)
+    ap.add_argument("--pool-dir", default="/dev/shm" if os.path.isdir("/dev/shm") else None,
+                    help="where the pool lives: a tmpfs standing in for NVDIMM (default /dev/shm), a DAX "
+                         "mount, or '' for the work directory (a disk: every persist is an msync)")
+    ap.add_argument("--no-allow-volatile", dest="allow_volatile", action="store_false",
+                    help="leave Allow_Volatile_Pool unset (builds from before it existed)")
     ap.add_argument("--modes", default="elide,passthrough",
                     help="libcatcher modes to run, in order (passthrough: every page written in full)")
     ap.add_argument("--work", help="work directory (kept)")

@@ -73,19 +73,21 @@ def require_stack():
 
 class Stack:
     def __init__(self, base, options=(), catcher_mode="elide", page_size=16384, fsal_extra="", pool_size="16M",
-                 storage_elision=True, pool_args=(), mount_options=("--hard", "--direct-io")):
+                 storage_elision=True, pool_args=(), mount_options=("--hard", "--direct-io"), pool_dir=None):
         """storage_elision=False: the storage node runs no elision service
         (libcatcher's questions find nothing listening, so it writes every
         page itself). mount_options: ppl-mount's; without --direct-io,
         files opened without O_DIRECT go through the client's page cache,
-        as on a kernel NFS mount."""
+        as on a kernel NFS mount. pool_dir: where the pool is made (default
+        BASE/pmem, on the test's file system: every persist an msync; a
+        tmpfs emulates NVDIMM)."""
         base = str(base)
         build = paths.build_dir()
         self.base = base
         self.export = os.path.join(base, "export")
         os.makedirs(self.export)
-        self.pool = pool = os.path.join(base, "pmem", "ppl.pool")
-        os.makedirs(os.path.dirname(pool))
+        self.pool = pool = os.path.join(pool_dir or os.path.join(base, "pmem"), "ppl.pool")
+        os.makedirs(os.path.dirname(pool), exist_ok=True)
         subprocess.run([paths.tool("ppl-inspect"), "pool", "create", pool, "--identity", self.export,
                         "--size", pool_size, *pool_args], check=True, capture_output=True)
         port = free_port()
