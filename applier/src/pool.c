@@ -758,3 +758,9 @@ void ppl_pool_get_header(const struct ppl_pool *p, struct ppl_pool_header *out)
 	out->is_pmem = p->pm.mode == PM_PMEM;
 	out->is_volatile = p->pm.mode == PM_EMUL;
 }
+
+void ppl_pool_uuid_hex(const uint8_t uuid[16], char out[33])
+{
+	for (int i = 0; i < 16; i++)
+		snprintf(out + 2 * i, 3, "%02x", uuid[i]);
+}

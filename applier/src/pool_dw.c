@@ -214,6 +214,20 @@ void ppl_pool_dw_for_each(struct ppl_pool *p,
 	}
 }
 
+static void count_slot(void *arg, int slot, uint32_t space, uint32_t page_no, uint64_t lsn, uint32_t size,
+		       bool intact)
+{
+	(void)slot, (void)space, (void)page_no, (void)lsn, (void)size, (void)intact;
+	(*(unsigned *)arg)++;
+}
+
+unsigned ppl_pool_dw_in_use(struct ppl_pool *p)
+{
+	unsigned n = 0;
+	ppl_pool_dw_for_each(p, count_slot, &n);
+	return n;
+}
+
 void pool_dw_recover(struct ppl_pool *p, struct ppl_pool_recovery *rec)
 {
 	uint8_t *buf = NULL;

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ppl/pool.h"
 #include "ppl/pool_marker.h"
 
 struct marker {
@@ -17,12 +18,6 @@ struct marker {
 	uint8_t uuid[16];
 	uint64_t lsn;                  /* the pool's durable LSN when last noted (0: none) */
 };
-
-static void hex(const uint8_t *u, char *out)
-{
-	for (int i = 0; i < 16; i++)
-		snprintf(out + 2 * i, 3, "%02x", u[i]);
-}
 
 static bool unhex(const char *s, uint8_t *u)
 {
@@ -86,17 +81,29 @@ static int marker_read(const char *exportdir, struct marker *m, char *err, size_
 	return 0;
 }
 
-int ppl_pool_marker_admit(const char *exportdir, const uint8_t *uuid, char *err, size_t errlen)
+int ppl_pool_marker_admit(const char *exportdir, const uint8_t *uuid, uint64_t durable_lsn, char *err,
+			  size_t errlen)
 {
 	struct marker m;
 	if (marker_read(exportdir, &m, err, errlen) != 0)
 		return -1;
-	if (m.state != PPL_MARKER_OPEN || (uuid != NULL && memcmp(uuid, m.uuid, 16) == 0))
+	if (m.state != PPL_MARKER_OPEN)
 		return 0;
 	char old[33], now[33] = "";
-	hex(m.uuid, old);
+	ppl_pool_uuid_hex(m.uuid, old);
+	if (uuid != NULL && memcmp(uuid, m.uuid, 16) == 0) {
+		if (durable_lsn >= m.lsn)
+			return 0;
+		snprintf(err, errlen, "the pool at Pool_Path is an older copy of pool %s: it is durable up to LSN "
+			 "%llu, and the export last ran with it durable up to LSN %llu: the records it kept in "
+			 "between are not in this copy, nor in any data file. Put the pool the storage node last ran "
+			 "with back at Pool_Path; if it is lost, the datadir is not consistent: restore it from a "
+			 "backup. Only if you know that pool held nothing, remove %s/%s and start again", old,
+			 (unsigned long long)durable_lsn, (unsigned long long)m.lsn, exportdir, PPL_POOL_MARKER_NAME);
+		return -1;
+	}
 	if (uuid)
-		hex(uuid, now);
+		ppl_pool_uuid_hex(uuid, now);
 	snprintf(err, errlen, "the export %s last ran with pool %s, which no clean stop drained (a crash, a kill or a "
 		 "power loss), and %s%s%s: the records of the pages that pool kept are in no data file. Put that pool "
 		 "back at Pool_Path if it still exists; if it is lost, the datadir is not consistent: restore it from "
@@ -115,7 +122,7 @@ static int write_marker(const char *exportdir, const uint8_t uuid[16], bool drai
 		return -1;
 	}
 	snprintf(tmp, sizeof(tmp), "%s.new", path);
-	hex(uuid, u);
+	ppl_pool_uuid_hex(uuid, u);
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		snprintf(err, errlen, "%s cannot be written (%s)", tmp, strerror(errno));
@@ -151,23 +158,4 @@ int ppl_pool_marker_write(const char *exportdir, const uint8_t uuid[16], bool dr
 int ppl_pool_marker_note_lsn(const char *exportdir, const uint8_t uuid[16], uint64_t lsn, char *err, size_t errlen)
 {
 	return write_marker(exportdir, uuid, false, lsn, err, errlen);
-}
-
-int ppl_pool_marker_current(const char *exportdir, const uint8_t uuid[16], uint64_t durable_lsn, char *err,
-			    size_t errlen)
-{
-	struct marker m;
-	if (marker_read(exportdir, &m, err, errlen) != 0)
-		return -1;
-	if (m.state != PPL_MARKER_OPEN || memcmp(uuid, m.uuid, 16) != 0 || durable_lsn >= m.lsn)
-		return 0;
-	char u[33];
-	hex(uuid, u);
-	snprintf(err, errlen, "the pool at Pool_Path is an older copy of pool %s: it is durable up to LSN %llu, "
-		 "and the export last ran with it durable up to LSN %llu: the records it kept in between are not "
-		 "in this copy, nor in any data file. Put the pool the storage node last ran with back at "
-		 "Pool_Path; if it is lost, the datadir is not consistent: restore it from a backup. Only if "
-		 "you know that pool held nothing, remove %s/%s and start again", u,
-		 (unsigned long long)durable_lsn, (unsigned long long)m.lsn, exportdir, PPL_POOL_MARKER_NAME);
-	return -1;
 }

@@ -108,16 +108,6 @@ struct ppl_store *ppl_store_new(const char *datadir, const struct ppl_store_env 
 	return e;
 }
 
-static void count_slot(void *arg, int slot, uint32_t space, uint32_t page_no, uint64_t lsn, uint32_t size,
-		       bool intact)
-{
-	(void)slot, (void)space, (void)page_no, (void)lsn, (void)size, (void)intact;
-	(*(unsigned *)arg)++;
-}
-
-/* The pool holds nothing the data files lack (no page's records, no
- * doublewrite slot): the marker says so, and a new pool may serve the
- * export after this stop (pool_marker.h). */
 void store_marker_follow(struct ppl_store *e)
 {
 	if (e->pool == NULL || e->pool_keeps_nothing)
@@ -139,14 +129,16 @@ void store_marker_follow(struct ppl_store *e)
 	}
 }
 
+/* The pool holds nothing the data files lack (no page's records, no
+ * doublewrite slot): the marker says so, and a new pool may serve the
+ * export after this stop (pool_marker.h). */
 static void mark_drained(struct ppl_store *e)
 {
 	struct ppl_pool_usage u;
 	struct ppl_pool_header h;
-	unsigned slots = 0;
 	char merr[512];
 	ppl_pool_usage(e->pool, &u);
-	ppl_pool_dw_for_each(e->pool, count_slot, &slots);
+	unsigned slots = ppl_pool_dw_in_use(e->pool);
 	ppl_pool_get_header(e->pool, &h);
 	if (u.pages != 0 || slots != 0) {
 		SLOG(e, PPL_LOG_WARN, "PPL: %s: the pool still holds %" PRIu64 " page(s) and %u doublewrite slot(s) "
@@ -259,8 +251,7 @@ int ppl_store_start_elision(struct ppl_store *e, const struct ppl_config *c, cha
 	ppl_pool_get_header(e->pool, &h);
 	e->dw_page_size = h.dw_page_size;
 	if (ppl_config_check_pool_size(c, e->exportdir, h.size, err, errlen) != 0 ||
-	    ppl_pool_marker_admit(e->exportdir, h.uuid, err, errlen) != 0 ||
-	    ppl_pool_marker_current(e->exportdir, h.uuid, ppl_pool_durable_lsn(e->pool), err, errlen) != 0) {
+	    ppl_pool_marker_admit(e->exportdir, h.uuid, ppl_pool_durable_lsn(e->pool), err, errlen) != 0) {
 		ppl_pool_close(e->pool);
 		e->pool = NULL;
 		return -1;

@@ -458,8 +458,7 @@ static int check_export(const struct ppl_export_conf *x)
 	uint64_t durable = ppl_pool_durable_lsn(p);
 	ppl_pool_close(p);
 	if (ppl_config_check_pool_size(c, x->path, h.size, err, sizeof(err)) != 0 ||
-	    ppl_pool_marker_admit(x->path, h.uuid, err, sizeof(err)) != 0 ||
-	    ppl_pool_marker_current(x->path, h.uuid, durable, err, sizeof(err)) != 0) {
+	    ppl_pool_marker_admit(x->path, h.uuid, durable, err, sizeof(err)) != 0) {
 		fprintf(stderr, "ppl-inspect: export %s (%s) would be refused: %s\n", x->path, x->where, err);
 		return -1;
 	}
@@ -500,7 +499,7 @@ static int cmd_create_pool(const struct reader *r, const char *conf, const char 
 		}
 		struct ppl_pool_geometry g = { .size = c->pool_size, .block_size = c->block_size,
 					       .max_per_page = c->max_per_page, .identity = x->path };
-		if (ppl_pool_marker_admit(x->path, NULL, err, sizeof(err)) != 0 ||
+		if (ppl_pool_marker_admit(x->path, NULL, 0, err, sizeof(err)) != 0 ||
 		    ppl_pool_create(pool, &g, err, sizeof(err)) != 0) {
 			fprintf(stderr, "ppl-inspect: %s\n", err);
 			return 2;

@@ -111,7 +111,7 @@ static int cmd_create(struct args *a)
 	a->g.identity = a->identity;
 	/* the identity is the export: a pool it ran with and lost, undrained,
 	 * is not replaced by an empty one without a word (pool_marker.h) */
-	if (ppl_pool_marker_admit(a->identity, NULL, err, sizeof(err)) != 0 ||
+	if (ppl_pool_marker_admit(a->identity, NULL, 0, err, sizeof(err)) != 0 ||
 	    ppl_pool_create(a->path, &a->g, err, sizeof(err)) != 0) {
 		fprintf(stderr, "ppl-inspect: %s\n", err);
 		return 2;
@@ -235,11 +235,10 @@ static int cmd_info(struct args *a)
 	ppl_pool_get_header(p, &h);
 	ppl_pool_usage(p, &u);
 	ppl_pool_for_each_page(p, count_page, &hist);
-	char created[64], uuid[40];
+	char created[64], uuid[33];
 	time_t t = (time_t)h.created_unix;
 	strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
-	for (int i = 0; i < 16; i++)
-		snprintf(uuid + 2 * i, 3, "%02x", h.uuid[i]);
+	ppl_pool_uuid_hex(h.uuid, uuid);
 	uint32_t cap_blocks = h.max_per_page / h.block_size;
 	if (a->json) {
 		json_object *o = json_object_new_object(), *hist_o = json_object_new_array();

@@ -261,6 +261,22 @@ static inline void host_make(struct host *h)
 /* The store over the host's files, as an export starts: elision on (its
  * pool opened, doublewrite slots checked, records put back), then ingest
  * from the log file's checkpoint. */
+/* A store over the host's files with its elision on and the pool at
+ * pool_path: *out, and ppl_store_start_elision's result (err says why it
+ * refused). The caller frees *out. */
+static inline int host_store_elision(struct host *h, const char *pool_path, unsigned apply_threads,
+				     struct ppl_store **out, char *err, size_t errlen)
+{
+	struct ppl_store_env env = {.log = {.log = on_log, .arg = h}, .now_ns = clock_of, .clock_arg = h, .io = h->io};
+	*out = ppl_store_new(h->dir, &env);
+	CHECK(*out != NULL);
+	struct ppl_config c = {.pool_path = (char *)pool_path, .block_size = 64, .max_per_page = 256,
+			       .apply_threads = apply_threads, .elision_address = "127.0.0.1", .elision_port = 0,
+			       .elision_clients = "127.0.0.1", .elision_token = "t",
+			       .allow_volatile_pool = h->allow_volatile_pool};
+	return ppl_store_start_elision(*out, &c, err, errlen);
+}
+
 static inline void host_start_threads(struct host *h, unsigned apply_threads)
 {
 	char err[512];
@@ -268,14 +284,7 @@ static inline void host_start_threads(struct host *h, unsigned apply_threads)
 	h->nlines = 0;
 	pthread_mutex_unlock(&h->lines_lock);
 	h->clock_ns = START_NS;
-	struct ppl_store_env env = {.log = {.log = on_log, .arg = h}, .now_ns = clock_of, .clock_arg = h, .io = h->io};
-	h->s = ppl_store_new(h->dir, &env);
-	CHECK(h->s != NULL);
-	struct ppl_config c = {.pool_path = h->pool_path, .block_size = 64, .max_per_page = 256,
-			       .apply_threads = apply_threads, .elision_address = "127.0.0.1", .elision_port = 0,
-			       .elision_clients = "127.0.0.1", .elision_token = "t",
-			       .allow_volatile_pool = h->allow_volatile_pool};
-	int rc = ppl_store_start_elision(h->s, &c, err, sizeof err);
+	int rc = host_store_elision(h, h->pool_path, apply_threads, &h->s, err, sizeof err);
 	if (rc)
 		printf("start_elision: %s\n", err);
 	CHECK(rc == 0);

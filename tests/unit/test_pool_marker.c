@@ -38,7 +38,7 @@ static void test_lost_pool_refused(void)
 	marker_path(&h, mpath, sizeof mpath);
 	uint8_t a[16], b[16];
 	pool_uuid(h.pool_path, a);
-	CHECK_EQ_U(ppl_pool_marker_admit(h.dir, a, err, sizeof err), 0);
+	CHECK_EQ_U(ppl_pool_marker_admit(h.dir, a, UINT64_MAX, err, sizeof err), 0);
 
 	/* some page records kept in pool A (under the per-page cap) */
 	static uint8_t image[PS];
@@ -49,21 +49,16 @@ static void test_lost_pool_refused(void)
 	struct ppl_pool_geometry g = {.size = 8 << 20, .identity = h.dir};
 	CHECK(ppl_pool_create(b_path, &g, err, sizeof err) == 0);
 	pool_uuid(b_path, b);
-	CHECK(ppl_pool_marker_admit(h.dir, b, err, sizeof err) != 0);
+	CHECK(ppl_pool_marker_admit(h.dir, b, UINT64_MAX, err, sizeof err) != 0);
 	CHECK(strstr(err, "no clean stop drained") != NULL);
 	CHECK(strstr(err, "restore it from a backup") != NULL);
 	CHECK(strstr(err, PPL_POOL_MARKER_NAME) != NULL);
-	CHECK(ppl_pool_marker_admit(h.dir, NULL, err, sizeof err) != 0);
+	CHECK(ppl_pool_marker_admit(h.dir, NULL, 0, err, sizeof err) != 0);
 	CHECK(strstr(err, "a new pool is about to be made") != NULL);
 
 	/* the store itself refuses pool B */
-	struct ppl_store_env env = {.log = {.log = on_log, .arg = &h}, .now_ns = clock_of, .clock_arg = &h};
-	struct ppl_store *s2 = ppl_store_new(h.dir, &env);
-	CHECK(s2 != NULL);
-	struct ppl_config c = {.pool_path = b_path, .block_size = 64, .max_per_page = 256, .apply_threads = 1,
-			       .elision_address = "127.0.0.1", .elision_port = 0, .elision_clients = "127.0.0.1",
-			       .elision_token = "t"};
-	CHECK(ppl_store_start_elision(s2, &c, err, sizeof err) != 0);
+	struct ppl_store *s2;
+	CHECK(host_store_elision(&h, b_path, 1, &s2, err, sizeof err) != 0);
 	CHECK(strstr(err, "no clean stop drained") != NULL);
 	ppl_store_free(s2);
 
@@ -72,13 +67,13 @@ static void test_lost_pool_refused(void)
 	static uint8_t got[PS];
 	read_file(h.ibd_path, got, PS, 3 * PS);
 	CHECK(memcmp(got, image, PS) == 0);
-	CHECK_EQ_U(ppl_pool_marker_admit(h.dir, b, err, sizeof err), 0);
-	CHECK_EQ_U(ppl_pool_marker_admit(h.dir, NULL, err, sizeof err), 0);
+	CHECK_EQ_U(ppl_pool_marker_admit(h.dir, b, UINT64_MAX, err, sizeof err), 0);
+	CHECK_EQ_U(ppl_pool_marker_admit(h.dir, NULL, 0, err, sizeof err), 0);
 	CHECK(unlink(h.pool_path) == 0);
 	CHECK(rename(b_path, h.pool_path) == 0);
 	host_start(&h);
-	CHECK_EQ_U(ppl_pool_marker_admit(h.dir, b, err, sizeof err), 0);
-	CHECK(ppl_pool_marker_admit(h.dir, a, err, sizeof err) != 0); /* B is the one now */
+	CHECK_EQ_U(ppl_pool_marker_admit(h.dir, b, UINT64_MAX, err, sizeof err), 0);
+	CHECK(ppl_pool_marker_admit(h.dir, a, UINT64_MAX, err, sizeof err) != 0); /* B is the one now */
 	host_close(&h);
 }
 
@@ -116,10 +111,10 @@ static void test_undrained_stop(void)
 	fail_writes = true; /* the clean stop cannot write the page */
 	ppl_store_free(h.s);
 	CHECK(logged(&h, "still holds 1 page(s)"));
-	CHECK(ppl_pool_marker_admit(h.dir, NULL, err, sizeof err) != 0);
+	CHECK(ppl_pool_marker_admit(h.dir, NULL, 0, err, sizeof err) != 0);
 	fail_writes = false;
 	host_start(&h); /* the same pool: the page comes back from it */
-	CHECK_EQ_U(ppl_pool_marker_admit(h.dir, a, err, sizeof err), 0);
+	CHECK_EQ_U(ppl_pool_marker_admit(h.dir, a, UINT64_MAX, err, sizeof err), 0);
 	CHECK_EQ_U(host_read(&h, 3, got), 0);
 	CHECK(memcmp(got, image, PS) == 0);
 	host_close(&h);
@@ -133,25 +128,26 @@ static void test_copied_and_damaged(void)
 	char dir[] = "/tmp/ppl-test-marker-XXXXXX", path[300], err[1024];
 	CHECK(mkdtemp(dir) != NULL);
 	uint8_t u[16] = {1, 2, 3}, v[16] = {9};
-	CHECK_EQ_U(ppl_pool_marker_admit(dir, u, err, sizeof err), 0); /* none yet */
+	CHECK_EQ_U(ppl_pool_marker_admit(dir, u, UINT64_MAX, err, sizeof err), 0); /* none yet */
 	CHECK_EQ_U(ppl_pool_marker_write(dir, u, false, err, sizeof err), 0);
-	CHECK(ppl_pool_marker_admit(dir, v, err, sizeof err) != 0);
+	CHECK(ppl_pool_marker_admit(dir, v, UINT64_MAX, err, sizeof err) != 0);
 	CHECK_EQ_U(ppl_pool_marker_note_lsn(dir, u, 5000, err, sizeof err), 0);
-	CHECK_EQ_U(ppl_pool_marker_admit(dir, u, err, sizeof err), 0);
-	CHECK(ppl_pool_marker_current(dir, u, 4999, err, sizeof err) != 0 && strstr(err, "older copy"));
-	CHECK_EQ_U(ppl_pool_marker_current(dir, u, 5000, err, sizeof err), 0);
-	CHECK_EQ_U(ppl_pool_marker_current(dir, v, 0, err, sizeof err), 0); /* another pool: admit's to judge */
+	CHECK_EQ_U(ppl_pool_marker_admit(dir, u, UINT64_MAX, err, sizeof err), 0);
+	CHECK(ppl_pool_marker_admit(dir, u, 4999, err, sizeof err) != 0 && strstr(err, "older copy"));
+	CHECK_EQ_U(ppl_pool_marker_admit(dir, u, 5000, err, sizeof err), 0);
+	/* another pool is refused as another pool, whatever its LSN */
+	CHECK(ppl_pool_marker_admit(dir, v, 0, err, sizeof err) != 0 && strstr(err, "no clean stop drained"));
 	snprintf(path, sizeof path, "%s/%s", dir, PPL_POOL_MARKER_NAME);
 	FILE *f = fopen(path, "w");
 	CHECK(f != NULL);
 	fprintf(f, "export /some/other/export\npool %032x\nstate open\n", 7);
 	fclose(f);
-	CHECK_EQ_U(ppl_pool_marker_admit(dir, v, err, sizeof err), 0);
+	CHECK_EQ_U(ppl_pool_marker_admit(dir, v, UINT64_MAX, err, sizeof err), 0);
 	f = fopen(path, "w");
 	CHECK(f != NULL);
 	fprintf(f, "export %s\nstate op", dir);
 	fclose(f);
-	CHECK(ppl_pool_marker_admit(dir, v, err, sizeof err) != 0);
+	CHECK(ppl_pool_marker_admit(dir, v, UINT64_MAX, err, sizeof err) != 0);
 	CHECK(strstr(err, "is damaged") != NULL);
 	CHECK(unlink(path) == 0);
 	CHECK(rmdir(dir) == 0);
@@ -219,12 +215,8 @@ static void test_older_copy_refused(void)
 	snprintf(kept, sizeof kept, "%s.kept", h.pool_path);
 	CHECK(rename(h.pool_path, kept) == 0);
 	CHECK(rename(stale, h.pool_path) == 0);
-	struct ppl_store_env env = {.log = {.log = on_log, .arg = &h}, .now_ns = clock_of, .clock_arg = &h};
-	struct ppl_store *s2 = ppl_store_new(h.dir, &env);
-	struct ppl_config c = {.pool_path = h.pool_path, .block_size = 64, .max_per_page = 256, .apply_threads = 1,
-			       .elision_address = "127.0.0.1", .elision_port = 0, .elision_clients = "127.0.0.1",
-			       .elision_token = "t"};
-	CHECK(ppl_store_start_elision(s2, &c, err, sizeof err) != 0);
+	struct ppl_store *s2;
+	CHECK(host_store_elision(&h, h.pool_path, 1, &s2, err, sizeof err) != 0);
 	CHECK(strstr(err, "is an older copy of pool") != NULL);
 	ppl_store_free(s2);
 

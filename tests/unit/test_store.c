@@ -534,7 +534,7 @@ static void test_volatile_pool(void)
 		/* the pool lost now (a power loss): without the risk taken, it
 		 * held nothing and a new one may serve; with it, it is refused */
 		char merr[1024];
-		CHECK_EQ_U(ppl_pool_marker_admit(h.dir, NULL, merr, sizeof merr) != 0, (unsigned)allow);
+		CHECK_EQ_U(ppl_pool_marker_admit(h.dir, NULL, 0, merr, sizeof merr) != 0, (unsigned)allow);
 		host_close(&h);
 	}
 }
@@ -583,7 +583,7 @@ static void test_freed_page_put_back_is_forgotten(void)
 	CHECK_EQ_U(f.pool_loaded_pages, 1);
 	ppl_store_free(h.s); /* the clean stop */
 	char err[1024];
-	CHECK_EQ_U(ppl_pool_marker_admit(h.dir, NULL, err, sizeof err), 0); /* drained */
+	CHECK_EQ_U(ppl_pool_marker_admit(h.dir, NULL, 0, err, sizeof err), 0); /* drained */
 	CHECK(!logged(&h, "still holds"));
 	host_start(&h);
 	ppl_store_figures(h.s, &f);

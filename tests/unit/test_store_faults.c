@@ -152,19 +152,10 @@ static const struct ppl_io *faulty_io(void)
 	return &faulty;
 }
 
-static void count_slot(void *arg, int slot, uint32_t space, uint32_t page_no, uint64_t lsn, uint32_t size,
-		       bool intact)
-{
-	(void)slot, (void)space, (void)page_no, (void)lsn, (void)size, (void)intact;
-	(*(unsigned *)arg)++;
-}
-
 /* Doublewrite slots in use: one is kept per page whose write failed. */
 static unsigned dw_slots_in_use(struct host *h)
 {
-	unsigned n = 0;
-	ppl_pool_dw_for_each(ppl_store_pool(h->s), count_slot, &n);
-	return n;
+	return ppl_pool_dw_in_use(ppl_store_pool(h->s));
 }
 
 /* The host's store over the faulty table. */

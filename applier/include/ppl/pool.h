@@ -124,6 +124,8 @@ struct ppl_pool_header {
 	bool is_volatile;            /* on tmpfs: emptied by a power loss or a reboot */
 };
 void ppl_pool_get_header(const struct ppl_pool *p, struct ppl_pool_header *out);
+/* A pool's uuid as 32 lowercase hex digits and a NUL. */
+void ppl_pool_uuid_hex(const uint8_t uuid[16], char out[33]);
 
 /* ---- per-page records ------------------------------------------------- */
 
@@ -249,6 +251,8 @@ int ppl_pool_dw_kept(struct ppl_pool *p, uint32_t space, uint32_t page_no, uint6
  * page is durable, in its data file or in slot `keep`. */
 void ppl_pool_dw_release_page(struct ppl_pool *p, uint32_t space, uint32_t page_no, int keep);
 
+/* How many slots hold a staged page (in flight, or kept after a failed write). */
+unsigned ppl_pool_dw_in_use(struct ppl_pool *p);
 /* Slots in use (for inspection). fn gets space, page, page LSN and size. */
 void ppl_pool_dw_for_each(struct ppl_pool *p,
 			  void (*fn)(void *arg, int slot, uint32_t space, uint32_t page_no, uint64_t lsn,

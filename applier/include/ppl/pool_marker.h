@@ -25,8 +25,11 @@
 enum ppl_pool_marker_state { PPL_MARKER_NONE, PPL_MARKER_OPEN, PPL_MARKER_DRAINED };
 
 /* 0, or -1 with the message: what was lost and what to do. uuid is the
- * pool about to serve the export; NULL for a pool about to be made. */
-int ppl_pool_marker_admit(const char *exportdir, const uint8_t *uuid, char *err, size_t errlen);
+ * pool about to serve the export, durable up to durable_lsn (an older copy
+ * of the pool the marker names is refused too); NULL for a pool about to
+ * be made. */
+int ppl_pool_marker_admit(const char *exportdir, const uint8_t *uuid, uint64_t durable_lsn, char *err,
+			  size_t errlen);
 /* Records that the pool uuid serves the export (drained: a clean stop left
  * nothing in it). Written to a new file, synced and renamed over the old
  * one, so a crash leaves the old marker or the new. 0, or -1 with err. */
@@ -35,9 +38,5 @@ int ppl_pool_marker_write(const char *exportdir, const uint8_t uuid[16], bool dr
  * records past MariaDB's checkpoint, so that an older copy of the same
  * pool (a file restored from a backup or a snapshot) is told apart. */
 int ppl_pool_marker_note_lsn(const char *exportdir, const uint8_t uuid[16], uint64_t lsn, char *err, size_t errlen);
-/* After ppl_pool_marker_admit: 0, or -1 with the message when the pool
- * uuid, durable up to durable_lsn, is older than the marker last noted. */
-int ppl_pool_marker_current(const char *exportdir, const uint8_t uuid[16], uint64_t durable_lsn, char *err,
-			    size_t errlen);
 
 #endif
