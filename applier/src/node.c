@@ -111,8 +111,18 @@ struct ppl_node {
 	ppl_node_file_fn file_fn;
 	void *file_arg;
 
-	struct ppl_node_stats st;
+	struct ppl_node_stats st;     /* counted under the write lock */
+	/* counted by readers, which share the read lock (atomic) */
+	struct {
+		uint64_t rebuilds, rebuild_mtrs_applied, rebuild_mtrs_skipped, elide_asked, elide_acked;
+	} shared;
 	int fail;
+
+	/* ppl_node_only_below: records of mtrs starting below only_below are
+	 * indexed only for the pages in only_keys (sorted, (space<<32|page)) */
+	uint64_t only_below;
+	uint64_t *only_keys;
+	size_t only_n;
 };
 
 #define say(n, ...) PPL_LOG(&(n)->cfg.log, PPL_LOG_EVENT, __VA_ARGS__)
@@ -293,6 +303,7 @@ void ppl_node_free(struct ppl_node *n)
 	free(n->map);
 	free(n->ents);
 	free(n->touched);
+	free(n->only_keys);
 	ppl_redo_reader_free(n->reader);
 	pthread_rwlock_destroy(&n->lock);
 	pthread_mutex_destroy(&n->parsed_lock);
@@ -365,6 +376,33 @@ static int reserve_entry(struct ppl_node *n, size_t cnt)
 	return 0;
 }
 
+static int cmp_u64(const void *a, const void *b);
+
+static bool only_keeps(const struct ppl_node *n, uint32_t space, uint32_t page_no)
+{
+	uint64_t k = (uint64_t)space << 32 | page_no;
+	return n->only_n && bsearch(&k, n->only_keys, n->only_n, sizeof(k), cmp_u64) != NULL;
+}
+
+int ppl_node_only_below(struct ppl_node *n, uint64_t lsn, const uint64_t *keys, size_t count)
+{
+	uint64_t *copy = NULL;
+	if (count) {
+		copy = malloc(count * sizeof(*copy));
+		if (copy == NULL)
+			return -1;
+		memcpy(copy, keys, count * sizeof(*copy));
+		qsort(copy, count, sizeof(*copy), cmp_u64);
+	}
+	pthread_rwlock_wrlock(&n->lock);
+	free(n->only_keys);
+	n->only_keys = copy;
+	n->only_n = count;
+	n->only_below = lsn;
+	pthread_rwlock_unlock(&n->lock);
+	return 0;
+}
+
 static int on_mtr(void *arg, const struct ppl_mtr *m)
 {
 	struct ppl_node *n = arg;
@@ -383,6 +421,8 @@ static int on_mtr(void *arg, const struct ppl_mtr *m)
 			n->st.rec_by_type[r.type >> 4]++;
 			if (r.type == PPL_REC_EXTENDED && r.ext_subtype >= 0 && r.ext_subtype < PPL_EXT_COUNT)
 				n->st.rec_by_ext[r.ext_subtype]++;
+			if (m->start_lsn < n->only_below && !only_keeps(n, r.space_id, r.page_no))
+				break;
 			struct npage *p = get(n, key_of(r.space_id, r.page_no));
 			if (!p || reserve_entry(n, cnt))
 				goto oom;
@@ -695,9 +735,9 @@ static enum ppl_apply_status rebuild_locked(struct ppl_node *n, const struct npa
 			return s;
 	}
 	*changed = ppl_replay_finish(&rp);
-	__atomic_add_fetch(&n->st.rebuilds, 1, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&n->st.rebuild_mtrs_applied, rp.applied, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&n->st.rebuild_mtrs_skipped, rp.skipped, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&n->shared.rebuilds, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&n->shared.rebuild_mtrs_applied, rp.applied, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&n->shared.rebuild_mtrs_skipped, rp.skipped, __ATOMIC_RELAXED);
 	return PPL_APPLY_OK;
 }
 
@@ -918,7 +958,7 @@ static void mark_diverged(struct ppl_node *n, uint32_t space, uint32_t page_no)
 unsigned ppl_node_elide(struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t lsn, uint32_t checksum,
 			ppl_node_read_fn read_base, void *read_arg)
 {
-	__atomic_add_fetch(&n->st.elide_asked, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&n->shared.elide_asked, 1, __ATOMIC_RELAXED);
 	uint8_t *frame = aligned_alloc(4096, n->cfg.page_size);
 	if (!frame)
 		return PPL_ELIDE_NACK_INTERNAL;
@@ -996,7 +1036,7 @@ unsigned ppl_node_elide(struct ppl_node *n, uint32_t space, uint32_t page_no, ui
 	if ((verdict == PPL_ELIDE_NACK_CHECKSUM && !no_redo) || verdict == PPL_ELIDE_NACK_UNSUPPORTED)
 		mark_diverged(n, space, page_no);
 	if (verdict == PPL_ELIDE_ACK)
-		__atomic_add_fetch(&n->st.elide_acked, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&n->shared.elide_acked, 1, __ATOMIC_RELAXED);
 	return verdict;
 }
 
@@ -1104,6 +1144,12 @@ void ppl_node_get_stats(struct ppl_node *n, struct ppl_node_stats *out)
 {
 	pthread_rwlock_rdlock(&n->lock);
 	*out = n->st;
+	/* counted by readers, which share the read lock with this copy */
+	out->rebuilds = __atomic_load_n(&n->shared.rebuilds, __ATOMIC_RELAXED);
+	out->rebuild_mtrs_applied = __atomic_load_n(&n->shared.rebuild_mtrs_applied, __ATOMIC_RELAXED);
+	out->rebuild_mtrs_skipped = __atomic_load_n(&n->shared.rebuild_mtrs_skipped, __ATOMIC_RELAXED);
+	out->elide_asked = __atomic_load_n(&n->shared.elide_asked, __ATOMIC_RELAXED);
+	out->elide_acked = __atomic_load_n(&n->shared.elide_acked, __ATOMIC_RELAXED);
 	out->unparsed_bytes = n->reader ? ppl_redo_unparsed_bytes(n->reader) : 0;
 	pthread_rwlock_unlock(&n->lock);
 }

@@ -633,13 +633,18 @@ static enum ppl_pool_status replace_chain(struct ppl_pool *p, struct pool_page *
 	}
 	uint8_t reason = force_reason ? force_reason : pm_len < recs->len ? PPL_POOL_OVER_CAP : 0;
 	uint32_t blk[POOL_MAX_CHAIN_BLOCKS];
-	if (pm_n > 0 && !alloc_blocks(p, blocks_for(p, pm_len), blk)) {
+	/* A page whose first record is over the cap still gets a head, empty:
+	 * the durable mark that it is in the pool at all, so that a restart
+	 * knows its records are to come from the log (ppl_pool_marked). */
+	bool head = pm_n > 0 || reason == PPL_POOL_OVER_CAP;
+	if (head && !alloc_blocks(p, pm_n ? blocks_for(p, pm_len) : 1, blk)) {
 		pm_len = 0;
 		pm_n = 0;
+		head = false;
 		reason = PPL_POOL_FULL;
 	}
-	if (pm_n > 0) {
-		uint32_t nb = blocks_for(p, pm_len), hc = blk_payload_cap(p, BLK_HEAD);
+	if (head) {
+		uint32_t nb = pm_n ? blocks_for(p, pm_len) : 1, hc = blk_payload_cap(p, BLK_HEAD);
 		uint32_t first = pm_len < hc ? pm_len : hc;
 		uint64_t hoff = blk_off(p, blk[0]);
 		uint8_t hdr[BLK_HEAD_HDR - BLK_OFF_SPACE];
@@ -662,7 +667,8 @@ static enum ppl_pool_status replace_chain(struct ppl_pool *p, struct pool_page *
 		e->nblocks = nb;
 		e->bytes = pm_len;
 		e->records = pm_n;
-		memcpy(&e->first_lsn, recs->buf, 8);
+		if (pm_n)
+			memcpy(&e->first_lsn, recs->buf, 8);
 	}
 	/* last_lsn of the pmem part: walk to its last record */
 	if (pm_n > 0) {

@@ -116,6 +116,11 @@ uint64_t ppl_redo_offset_of(const struct ppl_redo_reader *r, uint64_t lsn)
 	return r->d->area_start + (lsn - r->hdr.first_lsn) % r->capacity;
 }
 
+uint64_t ppl_redo_capacity(const struct ppl_redo_reader *r)
+{
+	return r->capacity;
+}
+
 static int corrupt(struct ppl_redo_reader *r, const char *why)
 {
 	r->state = PPL_REDO_CORRUPT;

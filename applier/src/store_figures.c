@@ -77,7 +77,7 @@ static int format_elision(struct ppl_store *e, char *buf, size_t len)
 			"; elision: %" PRIu64 " asked, %" PRIu64 " acked, %" PRIu64 " refused (lsn behind %" PRIu64
 			", lsn ahead %" PRIu64 ", checksum %" PRIu64 ", not durable %" PRIu64 ", unknown page %" PRIu64
 			", other %" PRIu64 "), clients refused %" PRIu64 "; materialized %" PRIu64
-			" page(s), checkpoints held %" PRIu64 " (%.3f s)",
+			" page(s), checkpoints held %" PRIu64 " (%.3f s), log wraps held %" PRIu64 " (%.3f s)",
 			s.requests, s.verdicts[0], nacks, s.verdicts[PPL_ELIDE_NACK_LSN_BEHIND],
 			s.verdicts[PPL_ELIDE_NACK_LSN_AHEAD], s.verdicts[PPL_ELIDE_NACK_CHECKSUM],
 			s.verdicts[PPL_ELIDE_NACK_NOT_DURABLE], s.verdicts[PPL_ELIDE_NACK_UNKNOWN_PAGE],
@@ -85,7 +85,7 @@ static int format_elision(struct ppl_store *e, char *buf, size_t len)
 				s.verdicts[PPL_ELIDE_NACK_CHECKSUM] - s.verdicts[PPL_ELIDE_NACK_NOT_DURABLE] -
 				s.verdicts[PPL_ELIDE_NACK_UNKNOWN_PAGE],
 			s.refused_address + s.refused_hello, __atomic_load_n(&e->materialized, __ATOMIC_RELAXED),
-			e->gate_waits, (double)e->gate_ns / 1e9);
+			e->gate_waits, (double)e->gate_ns / 1e9, e->wrap_waits, (double)e->wrap_ns / 1e9);
 }
 
 void ppl_store_figures(struct ppl_store *e, struct ppl_store_figures *f)
@@ -121,6 +121,10 @@ void ppl_store_figures(struct ppl_store *e, struct ppl_store_figures *f)
 	f->materialized = __atomic_load_n(&e->materialized, __ATOMIC_RELAXED);
 	f->checkpoints_held = e->gate_waits;
 	f->checkpoint_wait_ns = e->gate_ns;
+	f->log_wraps_held = e->wrap_waits;
+	f->log_wrap_wait_ns = e->wrap_ns;
+	f->log_wrap_pages = e->wrap_pages;
+	f->pool_spilled_kept = __atomic_load_n(&e->spilled_kept, __ATOMIC_RELAXED);
 	f->pool = e->pool != NULL;
 	if (e->pool) {
 		ppl_pool_usage(e->pool, &f->pool_usage);
@@ -162,10 +166,12 @@ int ppl_store_format_pool(struct ppl_store *e, char *buf, size_t len)
 	ppl_pool_usage(e->pool, &u);
 	return snprintf(buf, len,
 			"%" PRIu64 " page(s) kept unmaterialized, %" PRIu64 " of %" PRIu64 " blocks used, %"
-			PRIu64 " record(s) appended, materialized over the cap %" PRIu64 ", when the pool was full %"
+			PRIu64 " record(s) appended, %" PRIu64 " page(s) over the cap kept with their records in the "
+			"log, materialized over the cap %" PRIu64 ", when the pool was full %"
 			PRIu64 ", by the cleaner %" PRIu64 ", put back at start %" PRIu64 " page(s)",
 			u.pages, u.nblocks - u.free_blocks, u.nblocks,
 			__atomic_load_n(&e->pool_records, __ATOMIC_RELAXED),
+			__atomic_load_n(&e->spilled_kept, __ATOMIC_RELAXED),
 			__atomic_load_n(&e->pool_over_cap, __ATOMIC_RELAXED),
 			__atomic_load_n(&e->pool_full, __ATOMIC_RELAXED),
 			__atomic_load_n(&e->cleaned, __ATOMIC_RELAXED), e->pool_loaded_pages);

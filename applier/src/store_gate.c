@@ -448,7 +448,8 @@ struct to_pool {
 	struct ppl_pool *pool;
 	uint32_t space, page_no;
 	uint64_t have;                 /* the pool holds the page's records up to here */
-	enum ppl_pool_status st;
+	enum ppl_pool_status st;       /* the first status other than OK */
+	bool unfit;                    /* a chunk no pool record can hold: materialize */
 	unsigned appended;
 };
 
@@ -459,25 +460,37 @@ static int chunk_to_pool(void *arg, uint64_t start_lsn, uint64_t end_lsn, bool f
 	if (end_lsn <= t->have)
 		return 0;
 	if (len > UINT16_MAX) {
-		t->st = PPL_POOL_OVER_CAP;
+		t->unfit = true;
 		return 1;
 	}
 	struct ppl_pool_rec r = { .start_lsn = start_lsn, .end_lsn = end_lsn, .from_init = from_init,
 				  .len = (uint16_t)len, .bytes = recs };
-	t->st = ppl_pool_append(t->pool, t->space, t->page_no, &r);
-	if (t->st != PPL_POOL_OK)
+	enum ppl_pool_status st = ppl_pool_append(t->pool, t->space, t->page_no, &r);
+	if (t->st == PPL_POOL_OK)
+		t->st = st;
+	if (st != PPL_POOL_OK && st != PPL_POOL_OVER_CAP && st != PPL_POOL_FULL) {
+		t->unfit = true;
 		return 1;
+	}
+	/* over the cap or a full pool: the record is kept in DRAM, and every
+	 * later one with it, in order */
 	t->appended++;
 	return 0;
 }
 
 /* Makes every record the index holds for an elided page durable outside
- * the log: in the pmem pool while the page is under its cap (NV-PPL: the
- * page stays unmaterialized), else by materializing it. Page 0 is always
- * materialized: it names its file's space, and after a restart the pool's
- * records are found a file only through it. So is every page when the
- * pool is on tmpfs and may not keep records (Allow_Volatile_Pool): a power
- * loss would take them. The caller holds the page's stripe. */
+ * the log's reach. Under its cap (NV-PPL) they go into the pmem pool and
+ * the page stays unmaterialized. Over it, the pool keeps a head for the
+ * page (ppl_pool_page_info's blocks: the durable mark that a restart
+ * reads its records from the log) and its records in DRAM; the log holds
+ * them until the store's restart point passes them, which the wrap guard
+ * and the workers make happen by materializing the page before the log
+ * is overwritten there (store_wrap.c). Materialized at once: page 0 (it
+ * names its file's space, and after a restart the pool's records find
+ * their file only through it), a page the pool has no head for (a full
+ * pool), a damaged one, and every page when the pool is on tmpfs and may
+ * not keep records (Allow_Volatile_Pool): a power loss would take them.
+ * The caller holds the page's stripe. */
 static int settle(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t ino,
 		  struct store_batch *b)
 {
@@ -486,25 +499,31 @@ static int settle(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint3
 	if (page_no == 0 || e->pool_keeps_nothing)
 		return materialize(e, n, space, page_no, ino, b);
 	if (ppl_pool_page_info(e->pool, space, page_no, &pi)) {
-		if (pi.spilled || pi.damaged)
+		if (pi.damaged)
 			return materialize(e, n, space, page_no, ino, b);
 		t.have = pi.last_lsn;
 	}
+	bool was_spilled = pi.present && pi.spilled;
 	ppl_node_page_chunks(n, space, page_no, chunk_to_pool, &t);
-	if (t.st != PPL_POOL_OK) {
-		/* over the cap, or the pool is full (foreground reclamation:
-		 * this page's records leave the pool with it) */
-		__atomic_add_fetch(t.st == PPL_POOL_FULL ? &e->pool_full : &e->pool_over_cap, 1, __ATOMIC_RELAXED);
-		if (t.st == PPL_POOL_FULL)
-			pthread_cond_broadcast(&e->work_cond); /* wake the cleaner */
-		return materialize(e, n, space, page_no, ino, b);
-	}
 	if (t.appended) {
 		ppl_node_rehome(n, space, page_no);
 		__atomic_add_fetch(&e->pool_records, t.appended, __ATOMIC_RELAXED);
-		__atomic_add_fetch(&e->pool_kept, 1, __ATOMIC_RELAXED);
 	}
-	return 0;
+	if (t.st == PPL_POOL_OK && !t.unfit) {
+		if (t.appended)
+			__atomic_add_fetch(&e->pool_kept, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	if (t.st == PPL_POOL_FULL)
+		pthread_cond_broadcast(&e->work_cond); /* wake the cleaner */
+	if (!t.unfit && ppl_pool_page_info(e->pool, space, page_no, &pi) && pi.blocks > 0 && !pi.damaged) {
+		if (!was_spilled)
+			__atomic_add_fetch(&e->spilled_kept, 1, __ATOMIC_RELAXED);
+		return 0; /* marked in the pool; its records wait in the log */
+	}
+	if (t.st == PPL_POOL_OVER_CAP || t.st == PPL_POOL_FULL)
+		__atomic_add_fetch(t.st == PPL_POOL_FULL ? &e->pool_full : &e->pool_over_cap, 1, __ATOMIC_RELAXED);
+	return materialize(e, n, space, page_no, ino, b);
 }
 
 typedef int (*page_op)(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t ino,
@@ -573,7 +592,7 @@ static int gate(struct ppl_store *e, struct ppl_node *n, uint64_t ckpt, uint64_t
 	}
 	pthread_mutex_unlock(&e->log_lock);
 	pthread_mutex_lock(&e->gate_lock);
-	uint64_t t0 = store_now_ns(e);
+	uint64_t t0 = store_now_ns(e), m0 = __atomic_load_n(&e->materialized, __ATOMIC_RELAXED);
 	struct due d = { .e = e, .upto = ckpt };
 	ppl_node_for_each_page(n, store_collect_due, &d);
 	int rc = d.l.incomplete ? ENOMEM : 0; /* never pass a page it could not list */
@@ -587,15 +606,17 @@ static int gate(struct ppl_store *e, struct ppl_node *n, uint64_t ckpt, uint64_t
 	if (b.failed_acked)
 		rc = EIO;
 	free(d.l.keys);
-	/* a restart re-reads the log from the checkpoint: what lies before
-	 * it is now in the pool or in the data files */
-	if (rc == 0 && ppl_pool_set_durable_lsn(e->pool, ckpt) != 0)
-		rc = EIO;
-	if (d.l.n) {
+	/* what lies before the checkpoint is now in the pool, in the data
+	 * files, or marked in the pool with its records in the log, which
+	 * the restart point keeps (store_wrap.c) */
+	if (rc == 0)
+		rc = store_restart_advance(e, n, ckpt);
+	uint64_t m = __atomic_load_n(&e->materialized, __ATOMIC_RELAXED) - m0;
+	if (m) {
 		e->gate_waits++;
 		e->gate_ns += store_now_ns(e) - t0;
-		SLOG(e, PPL_LOG_DEBUG, "PPL: %s: checkpoint %" PRIu64 " waited for %zu page(s) to be materialized",
-			 e->datadir, ckpt, d.l.n);
+		SLOG(e, PPL_LOG_DEBUG, "PPL: %s: checkpoint %" PRIu64 " waited for %" PRIu64 " page(s) to be "
+			 "materialized", e->datadir, ckpt, m);
 	}
 	pthread_mutex_unlock(&e->gate_lock);
 	if (rc)
@@ -609,11 +630,13 @@ static int gate(struct ppl_store *e, struct ppl_node *n, uint64_t ckpt, uint64_t
  * replays of older page writes are still expected. */
 #define REPLAY_AFTER_CHECKPOINT_NS (30 * 1000000000ull)
 
-/* MariaDB is about to write a checkpoint: from then on, a restart reads
- * the log only from that LSN. Every page still holding records below it
- * (pages whose writes were elided) is materialized first, or the write
- * fails (MariaDB 10.11 then stops with a fatal error) rather than lose them
- * (DESIGN I1, I3). */
+/* MariaDB is about to write a checkpoint: below it, a data file is
+ * authoritative for every page the store did not elide (I7), and a
+ * restart reads the log from it or from the store's own restart point
+ * before it (store_wrap.c). Every elided page still holding records below
+ * it is settled first: its records into the pool, or marked there, or
+ * the page materialized; if that fails the write fails (MariaDB 10.11
+ * then stops with a fatal error) rather than lose them (DESIGN I1, I3). */
 int store_checkpoint_gate(struct ppl_store *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len)
 {
 	const struct ppl_redo_dialect *d = &ppl_dialect_mariadb_10_8;

@@ -585,7 +585,7 @@ static int pool_rec_to_node(void *arg, const struct ppl_pool_rec *r)
  * skipped, not reclaimed here: a reclaim that keeps later records needs
  * new blocks, and in a full pool those records would fall back to DRAM
  * although the log no longer holds them. */
-static int load_pool(struct ppl_store *e, struct ppl_node *n, uint64_t ck_lsn, uint64_t capacity)
+static int load_pool(struct ppl_store *e, struct ppl_node *n, uint64_t start, uint64_t ck_lsn, uint64_t capacity)
 {
 	struct key_list k = { 0 };
 	uint64_t t0 = store_now_ns(e), durable = ppl_pool_durable_lsn(e->pool);
@@ -593,6 +593,14 @@ static int load_pool(struct ppl_store *e, struct ppl_node *n, uint64_t ck_lsn, u
 	if (k.incomplete) {
 		free(k.keys);
 		store_stop_ingest(e, "out of memory listing the pool's pages");
+		return -1;
+	}
+	/* From the restart point to the checkpoint the log is read for the
+	 * pages the pool holds only (store_wrap.c): the others' files are
+	 * authoritative there (I7) */
+	if (start < ck_lsn && ppl_node_only_below(n, ck_lsn, k.keys, k.n) != 0) {
+		free(k.keys);
+		store_stop_ingest(e, "out of memory noting the pool's pages");
 		return -1;
 	}
 	if (k.n && durable > ck_lsn + capacity) {
@@ -609,7 +617,7 @@ static int load_pool(struct ppl_store *e, struct ppl_node *n, uint64_t ck_lsn, u
 	e->pool_loaded_pages = e->pool_loaded_records = 0; /* an earlier attempt's node is gone */
 	for (size_t i = 0; i < k.n && rc == 0; i++) {
 		struct pool_load l = { .n = n, .space = (uint32_t)(k.keys[i] >> 32), .page_no = (uint32_t)k.keys[i],
-				       .before = ck_lsn };
+				       .before = start };
 		if (ppl_datadir_read_page(e->dd, l.space, l.page_no, frame, e->page_size) == 0) {
 			if (ppl_page_no(frame) == l.page_no && ppl_page_space(frame) == l.space)
 				l.file_lsn = ppl_page_lsn(frame);
@@ -635,9 +643,11 @@ static int load_pool(struct ppl_store *e, struct ppl_node *n, uint64_t ck_lsn, u
 			list_page(some, sizeof(some), e->pool_loaded_pages, l.space, l.page_no);
 			e->pool_loaded_pages++;
 			e->pool_loaded_records += l.added;
-		} else if (l.file_lsn) {
+		} else if (l.file_lsn && start == ck_lsn) {
 			/* nothing before the checkpoint the file lacks: the
-			 * blocks are free again (later records are in the log) */
+			 * blocks are free again (later records are in the log;
+			 * from a restart point before the checkpoint the page's
+			 * head is what lets the log's records through) */
 			ppl_pool_reclaim(e->pool, l.space, l.page_no, l.file_lsn);
 		}
 	}
@@ -645,10 +655,11 @@ static int load_pool(struct ppl_store *e, struct ppl_node *n, uint64_t ck_lsn, u
 	free(k.keys);
 	if (rc == 0 && k.n)
 		SLOG(e, PPL_LOG_EVENT, "PPL: %s: %" PRIu64 " page(s)%s%s%s with %" PRIu64 " record(s) before the "
-			 "checkpoint LSN %" PRIu64 " put back from the pool in %.3f s", e->datadir,
+			 "%s LSN %" PRIu64 " put back from the pool in %.3f s", e->datadir,
 			 e->pool_loaded_pages, some[0] ? " (" : "", some,
 			 some[0] ? (e->pool_loaded_pages > 4 ? ", ...)" : ")") : "",
-			 e->pool_loaded_records, ck_lsn, (double)(store_now_ns(e) - t0) / 1e9);
+			 e->pool_loaded_records, start < ck_lsn ? "restart point" : "checkpoint", start,
+			 (double)(store_now_ns(e) - t0) / 1e9);
 	return rc;
 }
 
@@ -771,13 +782,35 @@ static int start_ingest(struct ppl_store *e, uint64_t write_end)
 		e->building = NULL;
 		return 0;
 	}
-	if (ppl_node_log_start(e->building, ck->lsn) != 0) {
-		store_stop_ingest(e, "the checkpoint LSN is before the log's first LSN");
+	/* The store's restart point (store_wrap.c): records of pages marked
+	 * in the pool may lie before MariaDB's checkpoint, in the log only */
+	uint64_t start = ck->lsn;
+	if (e->pool != NULL && !e->pool_keeps_nothing) {
+		uint64_t rp = ppl_pool_durable_lsn(e->pool);
+		struct ppl_pool_page_ref any;
+		if (rp != 0 && rp < ck->lsn && ppl_pool_oldest(e->pool, &any, 1) > 0) {
+			if (ck->lsn - rp >= size - area) {
+				char why[320];
+				snprintf(why, sizeof(why), "the pool's restart point (LSN %" PRIu64 ") is more than the "
+					 "log's capacity behind its checkpoint (LSN %" PRIu64 "): the log no longer holds "
+					 "the records of the pages marked in the pool (was the log resized or replaced "
+					 "while the storage node was down?)", rp, ck->lsn);
+				store_stop_ingest(e, why);
+				return -1;
+			}
+			start = rp;
+		}
+	}
+	if (ppl_node_log_start(e->building, start) != 0) {
+		store_stop_ingest(e, start < ck->lsn ? "the pool's restart point is before the log's first LSN (the "
+				  "log was re-created while the storage node was down?)"
+						   : "the checkpoint LSN is before the log's first LSN");
 		return -1;
 	}
-	uint64_t from = ppl_redo_offset_of(r, ck->lsn);
+	uint64_t from = ppl_redo_offset_of(r, start);
 	e->log_capacity = size - area;
-	if (e->pool != NULL && load_pool(e, e->building, ck->lsn, size - area) != 0)
+	__atomic_store_n(&e->gated_ckpt, ck->lsn, __ATOMIC_RELAXED);
+	if (e->pool != NULL && load_pool(e, e->building, start, ck->lsn, size - area) != 0)
 		return -1;
 	/* The catch-up below names files too: a table created since the
 	 * checkpoint whose page 0 was elided, never materialized (a restart
@@ -786,7 +819,7 @@ static int start_ingest(struct ppl_store *e, uint64_t write_end)
 	ppl_node_on_file_event(e->building, on_file, e);
 	int rc = 0;
 	if (write_end == TO_END) {
-		rc = feed_to_end(e, ck->lsn, from, size, area);
+		rc = feed_to_end(e, start, from, size, area);
 	} else if (write_end > from) {
 		rc = feed_file(e, from, write_end);
 	} else {
@@ -840,9 +873,9 @@ static int start_ingest(struct ppl_store *e, uint64_t write_end)
 		ppl_node_for_each_page(e->building, mark_suspect, e);
 	__atomic_store_n(&e->node, e->building, __ATOMIC_RELEASE);
 	e->building = NULL;
-	SLOG(e, PPL_LOG_EVENT, "PPL: %s: redo ingest %s at the checkpoint LSN %" PRIu64 " (log of %" PRIu64
+	SLOG(e, PPL_LOG_EVENT, "PPL: %s: redo ingest %s at the %s LSN %" PRIu64 " (log of %" PRIu64
 		 " B by \"%s\", %zu B pages)", e->datadir, keep ? "stopped: what was parsed is kept, from" : "started",
-		 ck->lsn, size, h->creator, e->page_size);
+		 start < ck->lsn ? "restart point" : "checkpoint", start, size, h->creator, e->page_size);
 	if (keep)
 		return -1;
 	return 0;

@@ -82,6 +82,11 @@ struct ppl_store {
 	uint64_t *elided;              /* open addressing, key+2 (0 empty, 1 removed) */
 	size_t elided_n, elided_used, elided_cap;
 	uint64_t materialized, gate_waits, gate_ns;
+	/* the last checkpoint the gate passed (atomic); log writes that
+	 * waited for the wrap guard, how long, the pages it wrote; pages
+	 * kept marked in the pool over their cap (store_wrap.c) */
+	uint64_t gated_ckpt;
+	uint64_t wrap_waits, wrap_ns, wrap_pages, spilled_kept;
 	/* pages whose records went to the pool instead, records appended,
 	 * materialized because over the cap or because the pool was full */
 	uint64_t pool_kept, pool_records, pool_over_cap, pool_full;
@@ -326,6 +331,21 @@ size_t store_batch_flush(struct store_batch *b);
 /* The pool's durable LSN noted in the export's marker when it moved and
  * the pool holds records (apply worker 0, about once a second). */
 void store_marker_follow(struct ppl_store *e);
+
+/* store_wrap.c: the restart point and the log's wrap (I3) */
+
+/* After the gate settled what a checkpoint at ckpt passes (0: no new
+ * checkpoint), moves the pool's durable LSN -- the restart point -- up to
+ * min(ckpt, the oldest record of a marked page kept only in the log);
+ * never back. gate_lock held. 0, or EIO. */
+int store_restart_advance(struct ppl_store *e, struct ppl_node *n, uint64_t ckpt);
+/* Before a log write at file offset off: when it would overwrite records
+ * of marked pages, they are materialized first; EIO when one could not
+ * be (the write must fail). */
+int store_wrap_guard(struct ppl_store *e, uint64_t off, size_t len);
+/* Apply worker idx: materializes its part of the marked pages whose
+ * records are more than half the log behind the parse. */
+void store_keep_ahead(struct ppl_store *e, struct ppl_node *n, unsigned idx);
 
 /* store_workers.c: background apply */
 

@@ -96,6 +96,9 @@ static json_object *stats_json(struct ppl_store *e)
 		put_u64(x, "materialized", f.materialized);
 		put_u64(x, "checkpoints_held", f.checkpoints_held);
 		json_object_object_add(x, "checkpoint_wait_s", json_object_new_double((double)f.checkpoint_wait_ns / 1e9));
+		put_u64(x, "log_wraps_held", f.log_wraps_held);
+		json_object_object_add(x, "log_wrap_wait_s", json_object_new_double((double)f.log_wrap_wait_ns / 1e9));
+		put_u64(x, "log_wrap_pages", f.log_wrap_pages);
 		json_object_object_add(o, "elision", x);
 	}
 	if (f.pool) {
@@ -106,6 +109,7 @@ static json_object *stats_json(struct ppl_store *e)
 		put_u64(x, "durable_lsn", f.pool_durable_lsn);
 		put_u64(x, "pages_kept", f.pool_kept);
 		put_u64(x, "records_appended", f.pool_records);
+		put_u64(x, "spilled_kept", f.pool_spilled_kept);
 		put_u64(x, "materialized_over_cap", f.pool_over_cap);
 		put_u64(x, "materialized_pool_full", f.pool_full);
 		put_u64(x, "materialized_by_cleaner", f.cleaned);

@@ -101,6 +101,11 @@ char *ppl_store_metrics(struct ppl_store *e)
 			       f.checkpoints_held);
 		ppl_om_counter_seconds(&m, "ppl_checkpoint_gate_wait_seconds",
 				       "Time MariaDB checkpoint writes were held by the gate", f.checkpoint_wait_ns);
+		ppl_om_counter(&m, "ppl_log_wrap_waits", NULL,
+			       "MariaDB log writes held until elided pages whose records they would overwrite were "
+			       "materialized (I3)", f.log_wraps_held);
+		ppl_om_counter_seconds(&m, "ppl_log_wrap_wait_seconds",
+				       "Time MariaDB log writes were held by the wrap guard", f.log_wrap_wait_ns);
 	}
 	if (f.pool) {
 		ppl_om_gauge(&m, "ppl_pool_blocks_used", NULL, "Blocks of the per-page log pool in use",
@@ -112,6 +117,9 @@ char *ppl_store_metrics(struct ppl_store *e)
 		ppl_om_gauge(&m, "ppl_pool_durable_lsn", NULL, "The LSN the pool's records are durable up to",
 			     f.pool_durable_lsn);
 		ppl_om_counter(&m, "ppl_pool_records_appended", NULL, "Records appended to the pool", f.pool_records);
+		ppl_om_counter(&m, "ppl_pool_spilled_kept", NULL,
+			       "Elided pages over their cap kept marked in the pool, their records in the log",
+			       f.pool_spilled_kept);
 		ppl_om_family(&m, "ppl_pool_materializations", "counter", NULL,
 			      "Pages materialized instead of kept in the pool, by cause (a part of "
 			      "ppl_materializations_total)");

@@ -497,7 +497,9 @@ int ppl_store_write_begin(struct ppl_store *e, bool is_log, uint64_t fileid, uin
 			   int iovcnt, size_t len)
 {
 	if (is_log) {
-		int rc = e->pool ? store_checkpoint_gate(e, off, iov, iovcnt, len) : 0;
+		int rc = e->pool ? store_wrap_guard(e, off, len) : 0;
+		if (rc == 0 && e->pool)
+			rc = store_checkpoint_gate(e, off, iov, iovcnt, len);
 		/* The file and the reader must see log writes in the same
 		 * order: two WRITEs of the tail block processed at once could
 		 * otherwise reach the disk in one order and the reader in the

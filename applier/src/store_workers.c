@@ -110,6 +110,7 @@ static void *worker_main(void *arg)
 		if (n != NULL && !STOPPED(e)) {
 			clean_pool(e, n, w->idx);
 			settle_ahead(e, n, w->idx);
+			store_keep_ahead(e, n, w->idx);
 			if (w->idx == 0)
 				store_marker_follow(e);
 		}

@@ -62,10 +62,33 @@ static void test_elide_and_read(void)
 	host_close(&h);
 }
 
+/* A store started over a log counts every page the log's first 4 KiB
+ * after its end touch as elided (the previous run's answers are lost:
+ * store_after_restart_parse): MariaDB writes on, and then writes that
+ * page itself, so the tests below start with no page elided. */
+static void leave_restart_window_as(struct host *h, bool store)
+{
+	static uint8_t filler[PS];
+	read_file(h->ibd_path, filler, PS, (off_t)(NPAGES - 1) * PS);
+	for (unsigned i = 0; i < 12; i++)
+		change(h, NPAGES - 1, 1000 + i * 500, (uint8_t)i, 400, filler);
+	if (!store)
+		return; /* a parent's copy of a child's log */
+	flush_log(h);
+	host_page_write(h, NPAGES - 1, filler);
+}
+
+static void leave_restart_window(struct host *h)
+{
+	leave_restart_window_as(h, true);
+}
+
 /* The checkpoint gate: while a page's records fit under the per-page cap
  * they are kept in the pool and the checkpoint passes; once they do not,
- * the page is materialized into its file before the checkpoint passes. */
-static void test_gate_settles_then_materializes(void)
+ * the page is marked in the pool, its records stay in the log, and the
+ * checkpoint passes without a data-file write: the store's restart point
+ * stays at the page's first record that is in the log only (I3). */
+static void test_gate_keeps_over_cap_pages_in_the_log(void)
 {
 	struct host h;
 	host_open(&h);
@@ -79,20 +102,175 @@ static void test_gate_settles_then_materializes(void)
 	ppl_store_figures(h.s, &f);
 	CHECK_EQ_U(f.pool_kept, 1);      /* small: kept in the pool */
 	CHECK_EQ_U(f.materialized, 0);
+	CHECK_EQ_U(f.pool_durable_lsn, h.l.lsn);
 	CHECK_EQ_U(host_read(&h, 3, got), 0);
 	CHECK(memcmp(got, image, PS) == 0);
 
 	/* more records than the cap (256 B) */
+	uint64_t over = h.l.lsn;
 	change(&h, 3, 2000, 0x22, 300, image);
 	flush_log(&h);
 	CHECK_EQ_U(ask(&h, 3, image, PS), PPL_ELIDE_ACK);
 	CHECK_EQ_U(checkpoint(&h, h.l.lsn), 0);
 	ppl_store_figures(h.s, &f);
-	CHECK(f.materialized >= 1);
+	CHECK_EQ_U(f.materialized, 0);
+	CHECK_EQ_U(f.checkpoints_held, 0);
+	CHECK_EQ_U(f.pool_spilled_kept, 1);
+	CHECK_EQ_U(f.pool_durable_lsn, over); /* a restart reads the log from there */
 	read_file(h.ibd_path, got, PS, 3 * PS);
-	CHECK(memcmp(got, image, PS) == 0); /* the file holds MariaDB's page */
+	CHECK(memcmp(got, image, PS) != 0); /* the file is older */
 	CHECK_EQ_U(host_read(&h, 3, got), 0);
 	CHECK(memcmp(got, image, PS) == 0);
+	CHECK(!logged(&h, "CRIT"));
+	host_close(&h);
+}
+
+/* MariaDB's log goes on (other pages, checkpoints) until its next writes
+ * would overwrite the records of a page marked in the pool: before that
+ * write, the wrap guard materializes the page, and the restart point
+ * moves past its records. Without the guard the log would be the only
+ * copy of them and would lose it. */
+static void test_wrap_guard_materializes(void)
+{
+	struct host h;
+	host_open(&h);
+	leave_restart_window(&h);
+	static uint8_t image[PS], other[PS], got[PS];
+	read_file(h.ibd_path, image, PS, 3 * PS);
+	read_file(h.ibd_path, other, PS, 5 * PS);
+	uint64_t over = h.l.lsn, cap = h.l.size - SYN_AREA;
+	change(&h, 3, 2000, 0x23, 300, image);
+	flush_log(&h);
+	CHECK_EQ_U(ask(&h, 3, image, PS), PPL_ELIDE_ACK);
+	CHECK_EQ_U(checkpoint(&h, h.l.lsn), 0);
+	struct ppl_store_figures f;
+	ppl_store_figures(h.s, &f);
+	CHECK_EQ_U(f.pool_durable_lsn, over);
+	/* up to just short of overwriting the page's records: no wait */
+	unsigned i = 0;
+	while (h.l.lsn + 4096 < over + cap) {
+		change(&h, 5, 1000 + (i % 16) * 500, (uint8_t)i, 400, other), i++;
+		if (h.l.lsn - h.written > 60000) {
+			flush_log(&h);
+			CHECK_EQ_U(checkpoint(&h, h.l.lsn), 0);
+		}
+	}
+	flush_log(&h);
+	ppl_store_figures(h.s, &f);
+	CHECK_EQ_U(f.log_wraps_held, 0);
+	CHECK_EQ_U(f.materialized, 0);
+	/* the next writes wrap over them */
+	for (unsigned k = 0; k < 16; k++)
+		change(&h, 5, 1000 + (i % 16) * 500, (uint8_t)i, 400, other), i++;
+	flush_log(&h);
+	ppl_store_figures(h.s, &f);
+	CHECK_EQ_U(f.log_wraps_held, 1);
+	CHECK_EQ_U(f.log_wrap_pages, 1);
+	CHECK_EQ_U(f.materialized, 1);
+	CHECK(f.pool_durable_lsn > over);
+	read_file(h.ibd_path, got, PS, 3 * PS);
+	CHECK(memcmp(got, image, PS) == 0); /* in its file before the log lost it */
+	CHECK_EQ_U(host_read(&h, 3, got), 0);
+	CHECK(memcmp(got, image, PS) == 0);
+	CHECK(!logged(&h, "CRIT"));
+	host_close(&h);
+}
+
+/* The apply workers keep the restart point less than half the log behind
+ * the parse: a marked page whose records fall further behind is written
+ * by a worker, and MariaDB's log writes never wait for the guard. */
+static void test_workers_keep_ahead_of_the_wrap(void)
+{
+	struct host h;
+	host_make(&h);
+	host_start_threads(&h, 1);
+	leave_restart_window(&h);
+	static uint8_t image[PS], other[PS], got[PS];
+	read_file(h.ibd_path, image, PS, 3 * PS);
+	read_file(h.ibd_path, other, PS, 5 * PS);
+	uint64_t over = h.l.lsn, cap = h.l.size - SYN_AREA;
+	change(&h, 3, 2000, 0x24, 300, image);
+	flush_log(&h);
+	CHECK_EQ_U(ask(&h, 3, image, PS), PPL_ELIDE_ACK);
+	CHECK_EQ_U(checkpoint(&h, h.l.lsn), 0);
+	unsigned i = 0;
+	while (h.l.lsn < over + cap * 3 / 4) {
+		change(&h, 5, 1000 + (i % 16) * 500, (uint8_t)i, 400, other), i++;
+		if (h.l.lsn - h.written > 60000) {
+			flush_log(&h);
+			CHECK_EQ_U(checkpoint(&h, h.l.lsn), 0);
+		}
+	}
+	flush_log(&h);
+	struct ppl_store_figures f;
+	for (int k = 0; k < 60; k++) { /* the worker wakes at least once a second */
+		ppl_store_figures(h.s, &f);
+		if (f.materialized)
+			break;
+		nanosleep(&(struct timespec){.tv_nsec = 100 * 1000000}, NULL);
+	}
+	CHECK_EQ_U(f.materialized, 1);
+	CHECK(f.pool_durable_lsn > over);
+	CHECK_EQ_U(f.log_wraps_held, 0);
+	read_file(h.ibd_path, got, PS, 3 * PS);
+	CHECK(memcmp(got, image, PS) == 0);
+	CHECK(!logged(&h, "CRIT"));
+	host_close(&h);
+}
+
+/* The storage node dies after MariaDB's checkpoint passed a marked page's
+ * records (the pool has its head, the log its records, the file is
+ * older). The next store reads the log from the restart point before the
+ * checkpoint and serves the page MariaDB wrote; and below the checkpoint
+ * it takes records only for pages in the pool: page 4, which a tool wrote
+ * without redo (LSN 0, as IMPORT TABLESPACE does) after its last record,
+ * is served as its file holds it, never rebuilt from records its file
+ * does not descend from (I7). */
+static void test_restart_from_the_restart_point(void)
+{
+	struct host h;
+	host_make(&h);
+	static uint8_t image[PS], p4[PS], tool4[PS], got[PS];
+	read_file(h.ibd_path, image, PS, 3 * PS);
+	read_file(h.ibd_path, p4, PS, 4 * PS);
+	make_page(tool4, SPACE, 4, PPL_FIL_PAGE_INDEX, 0);
+	memset(tool4 + 3000, 0x7e, 64);
+	ppl_page_stamp(tool4, PS, 0);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		host_start(&h);
+		leave_restart_window(&h);
+		uint64_t over = h.l.lsn;
+		change(&h, 3, 2000, 0x25, 300, image);
+		change(&h, 4, 600, 0x44, 30, p4);
+		change(&h, 3, 100, 0x26, 10, image); /* its LSN makes the ask parse page 4's record too */
+		flush_log(&h);
+		bool ok = ask(&h, 3, image, PS) == PPL_ELIDE_ACK;
+		host_page_write(&h, 4, tool4);
+		ok = ok && checkpoint(&h, h.l.lsn) == 0;
+		struct ppl_store_figures f;
+		ppl_store_figures(h.s, &f);
+		ok = ok && f.pool_spilled_kept == 1 && f.materialized == 0 && f.pool_durable_lsn == over;
+		_exit(ok && check_failures == 0 ? 0 : 1);
+	}
+	int status = 0;
+	CHECK(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	leave_restart_window_as(&h, false); /* the same, in this process's copy */
+	change(&h, 3, 2000, 0x25, 300, image);
+	change(&h, 4, 600, 0x44, 30, p4);
+	change(&h, 3, 100, 0x26, 10, image);
+	h.written = h.l.lsn;
+	read_file(h.ibd_path, got, PS, 3 * PS);
+	CHECK(memcmp(got, image, PS) != 0); /* not materialized */
+
+	host_start(&h);
+	CHECK(logged(&h, "redo ingest started at the restart point LSN"));
+	CHECK_EQ_U(host_read(&h, 3, got), 0);
+	CHECK(memcmp(got, image, PS) == 0);
+	CHECK_EQ_U(host_read(&h, 4, got), 0);
+	CHECK(memcmp(got, tool4, PS) == 0);
 	CHECK(!logged(&h, "CRIT"));
 	host_close(&h);
 }
@@ -193,8 +371,11 @@ static void test_concurrent_reads_and_gate(void)
 	pthread_t t[2];
 	for (int i = 0; i < 2; i++)
 		CHECK(pthread_create(&t[i], NULL, reader, &ra[i]) == 0);
-	unsigned acks = 0;
-	for (unsigned round = 0; round < 12; round++) {
+	unsigned acks = 0, round;
+	struct ppl_store_figures f;
+	/* until the pages over their cap fall half the log behind and the
+	 * workers write them: materializations among the reads */
+	for (round = 0; round < 12 || (f.materialized == 0 && round < 1000); round++) {
 		for (uint32_t p = 1; p < NPAGES; p++)
 			change(&h, p, 100 + (round * 997 + p * 131) % 15000, (uint8_t)(round * 16 + p), 60 + p % 5 * 20,
 			       images[p]);
@@ -202,14 +383,14 @@ static void test_concurrent_reads_and_gate(void)
 		for (uint32_t p = 1; p < NPAGES; p++)
 			acks += ask(&h, p, images[p], PS) == PPL_ELIDE_ACK;
 		CHECK_EQ_U(checkpoint(&h, h.l.lsn), 0);
+		ppl_store_figures(h.s, &f);
 	}
 	for (int i = 0; i < 2; i++) {
 		__atomic_store_n(&ra[i].stop, 1, __ATOMIC_RELEASE);
 		pthread_join(t[i], NULL);
 	}
-	CHECK_EQ_U(acks, 12 * (NPAGES - 1));
+	CHECK_EQ_U(acks, round * (NPAGES - 1));
 	CHECK(ra[0].reads > 0 && ra[1].reads > 0);
-	struct ppl_store_figures f;
 	ppl_store_figures(h.s, &f);
 	CHECK(f.materialized > 0 && f.pool_kept > 0);
 	for (uint32_t p = 1; p < NPAGES; p++) {
@@ -594,7 +775,10 @@ static void test_freed_page_put_back_is_forgotten(void)
 int main(void)
 {
 	test_elide_and_read();
-	test_gate_settles_then_materializes();
+	test_gate_keeps_over_cap_pages_in_the_log();
+	test_wrap_guard_materializes();
+	test_workers_keep_ahead_of_the_wrap();
+	test_restart_from_the_restart_point();
 	test_pool_survives_a_crash();
 	test_concurrent_reads_and_gate();
 	test_held_tail_after_restart();

@@ -158,10 +158,30 @@ static unsigned dw_slots_in_use(struct host *h)
 	return ppl_pool_dw_in_use(ppl_store_pool(h->s));
 }
 
-/* The host's store over the faulty table. */
+/* The pool moved to tmpfs, where it keeps no records past a checkpoint
+ * (Allow_Volatile_Pool unset): every elided page a checkpoint passes is
+ * written into its data file by the gate itself, the path the gate's
+ * fault tests need. (With a pool that keeps records, a page over its cap
+ * waits in the log and is written before the log wraps: the wrap guard's
+ * test below.) */
+static void pool_on_tmpfs(struct host *h, const struct ppl_pool_geometry *g)
+{
+	static int seq;
+	CHECK(unlink(h->pool_path) == 0);
+	snprintf(h->pool_path, sizeof h->pool_path, "/dev/shm/ppl-test-faults-%d-%d.pool", (int)getpid(), seq++);
+	char err[512];
+	struct ppl_pool_geometry geo = g ? *g : (struct ppl_pool_geometry){.size = 8 << 20};
+	geo.identity = h->dir;
+	if (ppl_pool_create(h->pool_path, &geo, err, sizeof err) != 0)
+		printf("pool: %s\n", err);
+	h->allow_volatile_pool = false;
+}
+
+/* The host's store over the faulty table; the gate materializes. */
 static void open_faulty(struct host *h)
 {
 	host_make(h);
+	pool_on_tmpfs(h, NULL);
 	h->io = faulty_io();
 	host_start(h);
 }
@@ -195,8 +215,8 @@ static void test_gate_write_fails(const char *what, enum fault_call call, int er
 	struct host h;
 	open_faulty(&h);
 	static uint8_t image[PS], got[PS];
-	/* more records than the per-page pool cap (256 B): MariaDB's next
-	 * checkpoint can pass them only once the page is in its data file */
+	/* MariaDB's next checkpoint can pass the page's records only once
+	 * the page is in its data file (the pool keeps nothing) */
 	elide_change(&h, 0x22, 300, image);
 
 	fault_set(call, h.ibd_path, err, short_write);
@@ -242,6 +262,7 @@ static void test_every_slot_kept(void)
 	struct host h;
 	static const struct ppl_pool_geometry one_slot = {.size = 8 << 20, .dw_slots = 1, .dw_page_size = PS};
 	host_make_pool(&h, &one_slot);
+	pool_on_tmpfs(&h, &one_slot);
 	h.io = faulty_io();
 	host_start(&h);
 	static uint8_t p3[PS], p4[PS], got[PS];
@@ -340,6 +361,61 @@ static void test_gate_batches(void)
 	host_close(&h);
 }
 
+/* A page over its cap waits in the log (a pool that keeps records) until
+ * MariaDB's log is about to wrap over its records; then the wrap guard
+ * writes it into its data file first. When that write fails, the log
+ * write is refused (MariaDB stops rather than overwrite the only copy of
+ * the records) with a CRIT line that says why, and the page is served
+ * rebuilt all the while; once the disk is back, MariaDB's next log write
+ * passes and the file holds the page. */
+static void test_wrap_guard_write_fails(void)
+{
+	printf("wrap guard, the page write fails\n");
+	struct host h;
+	host_make(&h);
+	h.io = faulty_io();
+	host_start(&h);
+	static uint8_t image[PS], other[PS], filler[PS], got[PS];
+	/* past the first 4 KiB after a start, where every page counts as
+	 * elided, and MariaDB writes that page itself */
+	read_file(h.ibd_path, filler, PS, (off_t)(NPAGES - 1) * PS);
+	for (unsigned i = 0; i < 12; i++)
+		change(&h, NPAGES - 1, 1000 + i * 500, (uint8_t)i, 400, filler);
+	flush_log(&h);
+	host_page_write(&h, NPAGES - 1, filler);
+	uint64_t over = h.l.lsn, cap = h.l.size - SYN_AREA;
+	elide_change(&h, 0x61, 300, image);
+	CHECK_EQ_U(checkpoint(&h, h.l.lsn), 0); /* no data-file write */
+	read_file(h.ibd_path, other, PS, 5 * PS);
+	unsigned i = 0;
+	while (h.l.lsn + 4096 < over + cap) {
+		change(&h, 5, 1000 + (i % 16) * 500, (uint8_t)i, 400, other), i++;
+		if (h.l.lsn - h.written > 60000) {
+			flush_log(&h);
+			CHECK_EQ_U(checkpoint(&h, h.l.lsn), 0);
+		}
+	}
+	flush_log(&h);
+	for (unsigned k = 0; k < 16; k++)
+		change(&h, 5, 1000 + (i % 16) * 500, (uint8_t)i, 400, other), i++;
+	size_t from = syn_off(&h.l, h.written) & ~(size_t)511, to = syn_off(&h.l, h.l.lsn);
+	CHECK(to > from);
+	fault_set(FAULT_PWRITE, h.ibd_path, ENOSPC, false);
+	CHECK(host_log_write(&h, from, h.l.file + from, to - from) != 0);
+	CHECK(F.hits > 0);
+	CHECK(logged(&h, "could not be written to its file"));
+	CHECK(logged(&h, "a log write up to LSN"));
+	CHECK_EQ_U(host_read(&h, 3, got), 0);
+	CHECK(memcmp(got, image, PS) == 0);
+	fault_clear();
+	CHECK_EQ_U(host_log_write(&h, from, h.l.file + from, to - from), 0);
+	h.written = h.l.lsn;
+	read_file(h.ibd_path, got, PS, 3 * PS);
+	CHECK(memcmp(got, image, PS) == 0);
+	CHECK_EQ_U(dw_slots_in_use(&h), 0);
+	host_close(&h);
+}
+
 /* A read of part of an elided page (never InnoDB's own, but a client's):
  * the store rebuilds the whole page from its data file and copies the
  * part. When the data file cannot be read, the READ fails with EIO
@@ -376,6 +452,7 @@ int main(void)
 	test_gate_write_fails("fdatasync fails with EIO", FAULT_SYNC, EIO, false, strerror(EIO));
 	test_every_slot_kept();
 	test_gate_batches();
+	test_wrap_guard_write_fails();
 	test_read_fails();
 	CHECK_DONE();
 }

@@ -69,6 +69,13 @@ int ppl_node_log_durable(struct ppl_node *n, uint64_t lsn);
 int ppl_node_log_live(struct ppl_node *n);
 /* Start parsing at lsn (a checkpoint, or the restart point). */
 int ppl_node_log_start(struct ppl_node *n, uint64_t lsn);
+/* Records of mini-transactions starting below lsn are indexed only for
+ * the pages in keys ((space << 32) | page, any order; copied): a restart
+ * that reads the log from before MariaDB's checkpoint (the store's own
+ * restart point, I3) takes from there only the pages it elided; for every
+ * other page the file is authoritative below the checkpoint (I7). File
+ * records are delivered as always. 0, or -1 out of memory. */
+int ppl_node_only_below(struct ppl_node *n, uint64_t lsn, const uint64_t *keys, size_t count);
 /* No more log will come (batch use). */
 int ppl_node_log_finish(struct ppl_node *n);
 uint64_t ppl_node_parsed_lsn(const struct ppl_node *n);

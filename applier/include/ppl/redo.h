@@ -151,6 +151,9 @@ uint64_t ppl_redo_lsn(const struct ppl_redo_reader *r);          /* next mtr sta
  * be log until the next write, and are not counted. */
 uint64_t ppl_redo_unparsed_bytes(const struct ppl_redo_reader *r);
 uint64_t ppl_redo_offset_of(const struct ppl_redo_reader *r, uint64_t lsn);
+/* Bytes of records the log file holds (its size less the header area): a
+ * write at LSN l overwrites what was written at l - capacity. */
+uint64_t ppl_redo_capacity(const struct ppl_redo_reader *r);
 const struct ppl_log_header *ppl_redo_header(const struct ppl_redo_reader *r); /* NULL before one */
 const struct ppl_checkpoint *ppl_redo_checkpoint(const struct ppl_redo_reader *r); /* NULL before one */
 enum ppl_redo_state ppl_redo_state(const struct ppl_redo_reader *r);
