@@ -485,18 +485,35 @@ static int chunk_to_pool(void *arg, uint64_t start_lsn, uint64_t end_lsn, bool f
  * reads its records from the log) and its records in DRAM; the log holds
  * them until the store's restart point passes them, which the wrap guard
  * and the workers make happen by materializing the page before the log
- * is overwritten there (store_wrap.c). Materialized at once: page 0 (it
- * names its file's space, and after a restart the pool's records find
- * their file only through it), a page the pool has no head for (a full
+ * is overwritten there (store_wrap.c). Materialized at once: page 0 when
+ * its file's own page 0 does not name the space yet (after a restart the
+ * pool's records find their file only through it), a page the pool has
+ * no head for (a full
  * pool), a damaged one, and every page when the pool is on tmpfs and may
  * not keep records (Allow_Volatile_Pool): a power loss would take them.
  * The caller holds the page's stripe. */
+/* Whether the file's own page 0 names the space (a valid page whose FIL
+ * header and FSP header say so): then a restart finds the file of the
+ * space's pooled pages without the log, and page 0 may stay in the pool
+ * like any other page. InnoDB writes page 0 when it creates a file, so
+ * this is the rule; a file whose page 0 was never written (zeros: every
+ * write of it elided) is the exception, materialized. */
+static bool page0_names_space(struct ppl_store *e, uint32_t space, uint64_t ino)
+{
+	uint8_t *p0 = aligned_alloc(4096, e->page_size);
+	bool ok = p0 != NULL && ppl_datadir_read_page_of(e->dd, space, ino, 0, p0, e->page_size) == 0 &&
+		  ppl_page_crc_ok(p0, e->page_size) && ppl_page_no(p0) == 0 && ppl_page_space(p0) == space &&
+		  ppl_rd4(p0 + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_ID) == space;
+	free(p0);
+	return ok;
+}
+
 static int settle(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t ino,
 		  struct store_batch *b)
 {
 	struct ppl_pool_page_info pi;
 	struct to_pool t = { .pool = e->pool, .space = space, .page_no = page_no, .st = PPL_POOL_OK };
-	if (page_no == 0 || e->pool_keeps_nothing)
+	if (e->pool_keeps_nothing || (page_no == 0 && !page0_names_space(e, space, ino)))
 		return materialize(e, n, space, page_no, ino, b);
 	if (ppl_pool_page_info(e->pool, space, page_no, &pi)) {
 		if (pi.damaged)

@@ -663,6 +663,33 @@ static int load_pool(struct ppl_store *e, struct ppl_node *n, uint64_t start, ui
 	return rc;
 }
 
+/* After a restart that read the log from the restart point: a pool page
+ * the index knows nothing of now holds nothing its file lacks (its
+ * records are at or below the file's page LSN, or it was a mark whose
+ * records a file event dropped) unless the log's held tail touches it:
+ * its blocks are free again. Done after
+ * the catch-up, not in load_pool, because until then a mark with no
+ * record in pmem is what lets its records through (ppl_node_only_below). */
+static void drop_settled_pool_pages(struct ppl_store *e, struct ppl_node *n)
+{
+	struct key_list k = { 0 };
+	ppl_pool_for_each_page(e->pool, collect_pool_page, &k);
+	uint8_t *frame = aligned_alloc(4096, e->page_size);
+	for (size_t i = 0; frame && i < k.n; i++) {
+		uint32_t space = (uint32_t)(k.keys[i] >> 32), page_no = (uint32_t)k.keys[i];
+		struct ppl_node_page_info info;
+		struct held_page hk = { k.keys[i], 0 };
+		if (ppl_node_page_info(n, space, page_no, &info) ||
+		    (e->held_n && bsearch(&hk, e->held_pages, e->held_n, sizeof(hk), store_held_cmp)))
+			continue; /* records in the index, or in the log's held tail */
+		if (ppl_datadir_read_page(e->dd, space, page_no, frame, e->page_size) == 0 &&
+		    ppl_page_no(frame) == page_no && ppl_page_space(frame) == space)
+			ppl_pool_reclaim(e->pool, space, page_no, ppl_page_lsn(frame));
+	}
+	free(frame);
+	free(k.keys);
+}
+
 /* The pool can hold records of pages the index no longer lists (kept
  * there past MariaDB's checkpoint, when the log no longer has them). When
  * the log is left behind (detach) they are written to their files from
@@ -862,6 +889,8 @@ static int start_ingest(struct ppl_store *e, uint64_t write_end)
 		if (!keep)
 			return -1;
 	}
+	if (rc == 0 && e->pool != NULL && start < ck->lsn)
+		drop_settled_pool_pages(e, e->building);
 	e->start_attempts = 0;
 	e->started = true;
 	__atomic_store_n(&e->start_pending, false, __ATOMIC_RELEASE);

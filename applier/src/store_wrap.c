@@ -126,11 +126,13 @@ int store_wrap_guard(struct ppl_store *e, uint64_t off, size_t len)
 	rcu_read_lock();
 	struct ppl_node *n = store_node_of(e);
 	uint64_t cap, end = n && !STOPPED(e) ? write_end_lsn(n, off, len, &cap) : 0;
-	if (end > cap && ppl_pool_oldest_dram_lsn(e->pool) < end - cap) {
+	/* the common case, one load: the write stays short of the restart point */
+	if (end > cap && end - cap > ppl_pool_durable_lsn(e->pool)) {
 		uint64_t over = end - cap, t0 = store_now_ns(e);
 		size_t done = 0, failed = 0;
 		pthread_mutex_lock(&e->gate_lock);
-		if (ppl_pool_oldest_dram_lsn(e->pool) < over) {
+		rc = store_restart_advance(e, n, 0);
+		if (rc == 0 && ppl_pool_oldest_dram_lsn(e->pool) < over) {
 			failed = settle_spilled(e, n, over + cap / GUARD_SLACK_DIV, 0, 0, &done);
 			if (store_restart_advance(e, n, 0) != 0 || ppl_pool_oldest_dram_lsn(e->pool) < over)
 				rc = EIO;

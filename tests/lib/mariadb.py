@@ -65,10 +65,16 @@ class MariaDB:
         return r.returncode == 0
 
     def sql(self, statement, db=None, check=True):
-        args = ["mariadb", "--no-defaults", "-uroot", f"--socket={self.socket}", "-N", "-B", "-e", statement]
+        # A statement longer than one argument may be (128 KiB on Linux:
+        # a ledger's thousands of ids) goes through stdin instead of -e.
+        long = len(statement) > 65536
+        args = ["mariadb", "--no-defaults", "-uroot", f"--socket={self.socket}", "-N", "-B"]
+        if not long:
+            args += ["-e", statement]
         if db:
             args.insert(2, f"--database={db}")  # --no-defaults must stay first
-        r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        r = subprocess.run(args, input=statement if long else None, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
         if check and r.returncode != 0:
             raise RuntimeError(f"SQL failed: {statement[:200]}\n{r.stderr}")
         return r.stdout

@@ -10,7 +10,7 @@
  *   - doublewrite slots: a page image is made durable here before it is
  *     written to its data file, so a torn data-file write can be repaired,
  *   - the durable LSN: the point from which the redo log must be re-read
- *     after a crash.
+ *     after a crash (the store's restart point: store_wrap.c).
  * A DRAM index (liburcu lock-free hash table) maps (space, page) to the
  * page's chain and to records that did not fit (over the cap, or pool
  * full): those stay in DRAM only, and the caller must materialize the page
@@ -168,6 +168,9 @@ struct ppl_pool_page_info {
 	bool spilled;                /* has DRAM-only records */
 	bool damaged;
 	uint32_t seq;                /* chain generation */
+	/* blocks > 0: the page has a head in pmem, maybe with no record (its
+	 * first record was over the cap): after a restart the pool still
+	 * names the page, and the store reads its records from the log */
 	uint32_t blocks, records, dram_records;
 	uint32_t bytes;              /* record bytes in pmem, headers included */
 	uint32_t dram_bytes;

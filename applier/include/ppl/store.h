@@ -43,7 +43,8 @@
  * holds) and, one concern each, store_ingest.c (redo ingest, the held
  * tail, the pool's records put back), store_pages.c (page reads and
  * writes, verify, the stripes), store_gate.c (the elided set, settle and
- * materialize, the checkpoint gate, the elision decision), store_workers.c
+ * materialize, the checkpoint gate, the elision decision), store_wrap.c
+ * (the restart point and the log-wrap guard, I3), store_workers.c
  * (Apply_Threads) and store_figures.c (figures, stats lines); they share
  * store_internal.h. The POSIX I/O table is applier/src/io_posix.c.
  *
@@ -68,7 +69,8 @@
  * function of each transition (all in store_ingest.c):
  *
  *   NONE ---- make_node (start_from_disk, or the first log write) ----> BUILDING
- *   BUILDING -- start_ingest: parse from the log file's checkpoint ----> STARTED
+ *   BUILDING -- start_ingest: parse from the log file's checkpoint, or from
+ *                the pool's restart point before it (store_wrap.c) -----> STARTED
  *   BUILDING -- start_ingest(TO_END) after a restart: feed_to_end -----> HELD TAIL
  *   BUILDING -- start_ingest(TO_END) meets damage before the end the
  *                checkpoint vouches for (a write the dead server never
@@ -100,7 +102,7 @@
  *     records counts as elided until the next detach.
  *
  * Invariants I1-I7 (ARCHITECTURE.md, "The invariants"): the checkpoint
- * gate keeps I3; ppl_store_elide parses up to the page's LSN before it
+ * gate and the log-wrap guard (store_wrap.c) keep I3; ppl_store_elide parses up to the page's LSN before it
  * answers (I2) and says yes only for the exact image (I1, I4);
  * materialization goes through a doublewrite slot (I5); load_pool and the
  * held tail serve after a restart what was served before (I6); reads are
