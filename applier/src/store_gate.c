@@ -519,6 +519,9 @@ static int settle(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint3
 		if (pi.damaged)
 			return materialize(e, n, space, page_no, ino, b);
 		t.have = pi.last_lsn;
+		struct ppl_node_page_info ni;
+		if (pi.blocks > 0 && ppl_node_page_info(n, space, page_no, &ni) && ni.last_lsn <= pi.last_lsn)
+			return 0; /* the pool has it all already (every checkpoint meets such pages) */
 	}
 	bool was_spilled = pi.present && pi.spilled;
 	ppl_node_page_chunks(n, space, page_no, chunk_to_pool, &t);
