@@ -27,7 +27,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from lib import tpcc  # noqa: E402
 from lib.stack import Stack  # noqa: E402
 
-FIGURES = ("checkpoints_held", "checkpoint_wait_s", "materialized", "pool_kept", "settled_ahead")
+FIGURES = ("checkpoints_held", "checkpoint_wait_s", "log_wraps_held", "log_wrap_wait_s", "materialized", "pool_kept",
+           "spilled_kept", "settled_ahead", "pages_rebuilt", "mtrs_applied")
 
 
 def engine_figures(s):
@@ -113,14 +114,18 @@ def main():
         if not a.work and not a.keep:
             shutil.rmtree(base, ignore_errors=True)
     print(f"\n{'mode':<12} {'phase':<5} {'wall s':>8} {'TPS':>8} {'ckpt held':>10} {'held s':>8} "
-          f"{'held %':>7} {'materialized':>13} {'pool kept':>10}")
+          f"{'held %':>7} {'wraps held':>10} {'wrap s':>7} {'materialized':>13} {'pool kept':>10} "
+          f"{'over cap':>9} {'rebuilt':>8} {'mtrs/rebuild':>12}")
     for r in rows:
         for phase in ("load", "run"):
             p = r[phase]
             pct = 100.0 * p["checkpoint_wait_s"] / p["seconds"] if p["seconds"] else 0.0
             tps = f"{p['tps']:.1f}" if p.get("tps") else "-"
+            per = f"{p['mtrs_applied'] / p['pages_rebuilt']:.1f}" if p["pages_rebuilt"] else "-"
             print(f"{r['mode']:<12} {phase:<5} {p['seconds']:>8.1f} {tps:>8} {p['checkpoints_held']:>10} "
-                  f"{p['checkpoint_wait_s']:>8.2f} {pct:>6.1f}% {p['materialized']:>13} {p['pool_kept']:>10}")
+                  f"{p['checkpoint_wait_s']:>8.2f} {pct:>6.1f}% {p['log_wraps_held']:>10} "
+                  f"{p['log_wrap_wait_s']:>7.2f} {p['materialized']:>13} {p['pool_kept']:>10} "
+                  f"{p['spilled_kept']:>9} {p['pages_rebuilt']:>8} {per:>12}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"args": vars(a), "rows": rows}, f, indent=2)

@@ -18,6 +18,7 @@
  * the store itself must be atomic. */
 #define PUT(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELAXED)
 #define REC_MAX (REC_HDR + REC_LEN_MASK)
+_Static_assert(PPL_POOL_RECORD_MAX == REC_LEN_MASK, "the pool's largest record, as pool.h says");
 
 const char *ppl_pool_status_name(enum ppl_pool_status s)
 {
@@ -27,6 +28,7 @@ const char *ppl_pool_status_name(enum ppl_pool_status s)
 	case PPL_POOL_FULL: return "pool-full";
 	case PPL_POOL_CORRUPT: return "corrupt";
 	case PPL_POOL_ERROR: return "error";
+	case PPL_POOL_IN_LOG: return "in-log";
 	}
 	return "?";
 }
@@ -485,6 +487,8 @@ static int dram_append(struct ppl_pool *p, struct pool_page *e, const uint8_t *r
 	}
 	memcpy(t->data + t->used, rec, rl);
 	__atomic_store_n(&t->used, t->used + (uint32_t)rl, __ATOMIC_RELEASE);
+	if (rl == REC_HDR) /* LSNs only (ppl_pool_note_in_log) */
+		__atomic_store_n(&e->log_only, true, __ATOMIC_RELEASE);
 	if (e->dram_records == 0)
 		PUT(e->dram_first_lsn, start_lsn);
 	if (!e->spill) {
@@ -627,7 +631,10 @@ static enum ppl_pool_status replace_chain(struct ppl_pool *p, struct pool_page *
 					     (p->cap_blocks - 1) * blk_payload_cap(p, BLK_CONT);
 	if (capacity > p->sb.max_per_page)
 		capacity = p->sb.max_per_page;
-	while (!force_reason && pm_len < recs->len && pm_len + rec_size(recs->buf + pm_len) <= capacity) {
+	/* a note of LSNs only (ppl_pool_note_in_log) never goes to pmem: a
+	 * restart would apply it as a record with nothing in it */
+	while (!force_reason && pm_len < recs->len && pm_len + rec_size(recs->buf + pm_len) <= capacity &&
+	       rec_size(recs->buf + pm_len) > REC_HDR) {
 		pm_len += rec_size(recs->buf + pm_len);
 		pm_n++;
 	}
@@ -770,6 +777,32 @@ enum ppl_pool_status ppl_pool_append(struct ppl_pool *p, uint32_t space, uint32_
 	return st;
 }
 
+enum ppl_pool_status ppl_pool_note_in_log(struct ppl_pool *p, uint32_t space, uint32_t page_no, uint64_t start_lsn,
+					  uint64_t end_lsn)
+{
+	struct ppl_pool_rec r = { .start_lsn = start_lsn, .end_lsn = end_lsn, .len = 0 };
+	if (p->read_only || end_lsn < start_lsn || end_lsn - start_lsn > UINT32_MAX)
+		return PPL_POOL_ERROR;
+	uint8_t rec[REC_MAX];
+	uint32_t rl = (uint32_t)rec_encode(rec, space, page_no, &r);
+	uint64_t key = pool_key(space, page_no);
+	pthread_mutex_t *lk = writer_lock(p, key);
+	pthread_mutex_lock(lk);
+	struct pool_page *e = writer_lookup(p, key);
+	enum ppl_pool_status st;
+	if (e == NULL) {
+		/* a new entry: an empty head (the mark) and the note in DRAM */
+		struct rec_list l = { .buf = rec, .len = rl, .cap = rl, .n = 1 };
+		st = replace_chain(p, NULL, key, &l, 0, PPL_POOL_OVER_CAP);
+	} else {
+		st = dram_append(p, e, rec, rl, start_lsn, e->spill ? e->spill : PPL_POOL_OVER_CAP) == 0
+			     ? PPL_POOL_OVER_CAP
+			     : PPL_POOL_ERROR;
+	}
+	pthread_mutex_unlock(lk);
+	return st;
+}
+
 enum ppl_pool_status ppl_pool_reclaim(struct ppl_pool *p, uint32_t space, uint32_t page_no, uint64_t upto)
 {
 	if (p->read_only)
@@ -882,6 +915,10 @@ enum ppl_pool_status ppl_pool_records(struct ppl_pool *p, uint32_t space, uint32
 	}
 	if (__atomic_load_n(&e->damaged, __ATOMIC_ACQUIRE)) {
 		st = PPL_POOL_CORRUPT;
+		goto out;
+	}
+	if (__atomic_load_n(&e->log_only, __ATOMIC_ACQUIRE)) {
+		st = PPL_POOL_IN_LOG; /* the records cannot all be given */
 		goto out;
 	}
 	if (e->head) {

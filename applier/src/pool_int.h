@@ -56,6 +56,7 @@ struct pool_page {
 	uint32_t dram_records, dram_bytes;
 	uint64_t dram_first_lsn;
 	uint8_t spill;           /* 0, or PPL_POOL_OVER_CAP / PPL_POOL_FULL */
+	bool log_only;           /* a DRAM record holds LSNs only: the bytes are in the log (ppl_pool_note_in_log) */
 	bool damaged;
 	struct ppl_pool *pool;
 	struct rcu_head rcu;

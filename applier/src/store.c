@@ -102,6 +102,7 @@ struct ppl_store *ppl_store_new(const char *datadir, const struct ppl_store_env 
 	pthread_mutex_init(&e->gate_lock, NULL);
 	pthread_mutex_init(&e->elided_lock, NULL);
 	pthread_mutex_init(&e->missing_lock, NULL);
+	pthread_mutex_init(&e->hot_lock, NULL);
 	pthread_cond_init(&e->start_cond, NULL);
 	pthread_mutex_init(&e->work_lock, NULL);
 	pthread_cond_init(&e->work_cond, NULL);
@@ -174,6 +175,7 @@ void ppl_store_free(struct ppl_store *e)
 	pthread_mutex_destroy(&e->gate_lock);
 	pthread_mutex_destroy(&e->elided_lock);
 	pthread_mutex_destroy(&e->missing_lock);
+	pthread_mutex_destroy(&e->hot_lock);
 	pthread_cond_destroy(&e->start_cond);
 	pthread_mutex_destroy(&e->work_lock);
 	pthread_cond_destroy(&e->work_cond);

@@ -126,6 +126,7 @@ int store_batch_write(struct store_batch *b, uint32_t space, uint32_t page_no, u
 		free(frame);
 		return -1;
 	}
+	b->written++;
 	b->page[b->npages++] = (struct store_batch_page){ .space = space, .page_no = page_no, .slot = slot,
 							   .kept = kept, .file = f, .frame = frame };
 	if (b->npages == b->cap)

@@ -125,6 +125,7 @@ void ppl_store_figures(struct ppl_store *e, struct ppl_store_figures *f)
 	f->log_wrap_wait_ns = e->wrap_ns;
 	f->log_wrap_pages = e->wrap_pages;
 	f->pool_spilled_kept = __atomic_load_n(&e->spilled_kept, __ATOMIC_RELAXED);
+	f->hot_settled = __atomic_load_n(&e->hot_settled, __ATOMIC_RELAXED);
 	f->pool = e->pool != NULL;
 	if (e->pool) {
 		ppl_pool_usage(e->pool, &f->pool_usage);
@@ -168,12 +169,14 @@ int ppl_store_format_pool(struct ppl_store *e, char *buf, size_t len)
 			"%" PRIu64 " page(s) kept unmaterialized, %" PRIu64 " of %" PRIu64 " blocks used, %"
 			PRIu64 " record(s) appended, %" PRIu64 " page(s) over the cap kept with their records in the "
 			"log, materialized over the cap %" PRIu64 ", when the pool was full %"
-			PRIu64 ", by the cleaner %" PRIu64 ", put back at start %" PRIu64 " page(s)",
+			PRIu64 ", a record too large for the pool %" PRIu64 ", by the cleaner %" PRIu64
+			", put back at start %" PRIu64 " page(s)",
 			u.pages, u.nblocks - u.free_blocks, u.nblocks,
 			__atomic_load_n(&e->pool_records, __ATOMIC_RELAXED),
 			__atomic_load_n(&e->spilled_kept, __ATOMIC_RELAXED),
 			__atomic_load_n(&e->pool_over_cap, __ATOMIC_RELAXED),
 			__atomic_load_n(&e->pool_full, __ATOMIC_RELAXED),
+			__atomic_load_n(&e->pool_unfit, __ATOMIC_RELAXED),
 			__atomic_load_n(&e->cleaned, __ATOMIC_RELAXED), e->pool_loaded_pages);
 }
 

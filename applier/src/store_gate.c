@@ -459,13 +459,17 @@ static int chunk_to_pool(void *arg, uint64_t start_lsn, uint64_t end_lsn, bool f
 	struct to_pool *t = arg;
 	if (end_lsn <= t->have)
 		return 0;
-	if (len > UINT16_MAX) {
-		t->unfit = true;
-		return 1;
+	enum ppl_pool_status st;
+	if (len > PPL_POOL_RECORD_MAX) {
+		/* a page split's new page, a bulk insert: the log keeps the
+		 * records, the pool their LSNs (the restart point stays
+		 * before them) */
+		st = ppl_pool_note_in_log(t->pool, t->space, t->page_no, start_lsn, end_lsn);
+	} else {
+		struct ppl_pool_rec r = { .start_lsn = start_lsn, .end_lsn = end_lsn, .from_init = from_init,
+					  .len = (uint16_t)len, .bytes = recs };
+		st = ppl_pool_append(t->pool, t->space, t->page_no, &r);
 	}
-	struct ppl_pool_rec r = { .start_lsn = start_lsn, .end_lsn = end_lsn, .from_init = from_init,
-				  .len = (uint16_t)len, .bytes = recs };
-	enum ppl_pool_status st = ppl_pool_append(t->pool, t->space, t->page_no, &r);
 	if (t->st == PPL_POOL_OK)
 		t->st = st;
 	if (st != PPL_POOL_OK && st != PPL_POOL_OVER_CAP && st != PPL_POOL_FULL) {
@@ -541,7 +545,9 @@ static int settle(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint3
 			__atomic_add_fetch(&e->spilled_kept, 1, __ATOMIC_RELAXED);
 		return 0; /* marked in the pool; its records wait in the log */
 	}
-	if (t.st == PPL_POOL_OVER_CAP || t.st == PPL_POOL_FULL)
+	if (t.unfit)
+		__atomic_add_fetch(&e->pool_unfit, 1, __ATOMIC_RELAXED);
+	else if (t.st == PPL_POOL_OVER_CAP || t.st == PPL_POOL_FULL)
 		__atomic_add_fetch(t.st == PPL_POOL_FULL ? &e->pool_full : &e->pool_over_cap, 1, __ATOMIC_RELAXED);
 	return materialize(e, n, space, page_no, ino, b);
 }
@@ -612,7 +618,7 @@ static int gate(struct ppl_store *e, struct ppl_node *n, uint64_t ckpt, uint64_t
 	}
 	pthread_mutex_unlock(&e->log_lock);
 	pthread_mutex_lock(&e->gate_lock);
-	uint64_t t0 = store_now_ns(e), m0 = __atomic_load_n(&e->materialized, __ATOMIC_RELAXED);
+	uint64_t t0 = store_now_ns(e);
 	struct due d = { .e = e, .upto = ckpt };
 	ppl_node_for_each_page(n, store_collect_due, &d);
 	int rc = d.l.incomplete ? ENOMEM : 0; /* never pass a page it could not list */
@@ -631,11 +637,11 @@ static int gate(struct ppl_store *e, struct ppl_node *n, uint64_t ckpt, uint64_t
 	 * the restart point keeps (store_wrap.c) */
 	if (rc == 0)
 		rc = store_restart_advance(e, n, ckpt);
-	uint64_t m = __atomic_load_n(&e->materialized, __ATOMIC_RELAXED) - m0;
+	size_t m = b.written; /* this gate's own: the workers write meanwhile */
 	if (m) {
 		e->gate_waits++;
 		e->gate_ns += store_now_ns(e) - t0;
-		SLOG(e, PPL_LOG_DEBUG, "PPL: %s: checkpoint %" PRIu64 " waited for %" PRIu64 " page(s) to be "
+		SLOG(e, PPL_LOG_DEBUG, "PPL: %s: checkpoint %" PRIu64 " waited for %zu page(s) to be "
 			 "materialized", e->datadir, ckpt, m);
 	}
 	pthread_mutex_unlock(&e->gate_lock);

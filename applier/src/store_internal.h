@@ -87,9 +87,18 @@ struct ppl_store {
 	 * kept marked in the pool over their cap (store_wrap.c) */
 	uint64_t gated_ckpt;
 	uint64_t wrap_waits, wrap_ns, wrap_pages, spilled_kept;
+	/* Elided pages a read had to rebuild from more than HOT_CHUNKS
+	 * mini-transactions: an apply worker writes them into their files,
+	 * so that the next read of a hot page is plain and its history
+	 * starts again (store_note_hot). A leaf lock. */
+	pthread_mutex_t hot_lock;
+	uint64_t hot[64];
+	size_t hot_n;
+	uint64_t hot_settled;
 	/* pages whose records went to the pool instead, records appended,
 	 * materialized because over the cap or because the pool was full */
 	uint64_t pool_kept, pool_records, pool_over_cap, pool_full;
+	uint64_t pool_unfit;           /* materialized: one mini-transaction's records too large for a pool record */
 	uint64_t pool_loaded_pages, pool_loaded_records; /* put back at a restart */
 	uint64_t cleaned, ahead;       /* materialized by the cleaner; settled ahead of a checkpoint */
 
@@ -315,6 +324,7 @@ struct store_batch {
 	size_t cap, npages, nfiles;
 	struct store_batch_page page[STORE_BATCH_MAX];
 	struct store_batch_file file[STORE_BATCH_MAX];
+	size_t written;                /* pages written through the batch, all flushes */
 	size_t failed;                 /* pages whose file could not be synced, all flushes */
 	size_t failed_acked;           /* of them, pages acknowledged to libcatcher */
 };
@@ -348,6 +358,13 @@ int store_wrap_guard(struct ppl_store *e, uint64_t off, size_t len);
 void store_keep_ahead(struct ppl_store *e, struct ppl_node *n, unsigned idx);
 
 /* store_workers.c: background apply */
+
+/* A read rebuilt this many of a page's mini-transactions or more: the
+ * page is hot and its history long; a worker makes it a new base. */
+#define HOT_CHUNKS 32
+/* Queues an elided page for an apply worker to materialize (a read found
+ * its history long); dropped when the queue is full or there is no worker. */
+void store_note_hot(struct ppl_store *e, uint32_t space, uint32_t page_no);
 
 /* Starts count apply workers (Apply_Threads). */
 void store_start_workers(struct ppl_store *e, unsigned count);

@@ -101,6 +101,9 @@ char *ppl_store_metrics(struct ppl_store *e)
 			       f.checkpoints_held);
 		ppl_om_counter_seconds(&m, "ppl_checkpoint_gate_wait_seconds",
 				       "Time MariaDB checkpoint writes were held by the gate", f.checkpoint_wait_ns);
+		ppl_om_counter(&m, "ppl_hot_pages_settled", NULL,
+			       "Elided pages written into their files because a read rebuilt them from a long history",
+			       f.hot_settled);
 		ppl_om_counter(&m, "ppl_log_wrap_waits", NULL,
 			       "MariaDB log writes held until elided pages whose records they would overwrite were "
 			       "materialized (I3)", f.log_wraps_held);

@@ -146,6 +146,8 @@ static int read_pages(struct ppl_store *e, struct ppl_node *n, uint64_t fileid, 
 			store_iov_copy(iov, iovcnt, p - off, frame, ps, false);
 			__atomic_add_fetch(&e->pages_rebuilt, 1, __ATOMIC_RELAXED);
 			ppl_histogram_add(&e->mtrs_per_rebuild, info.chunks);
+			if (info.chunks >= HOT_CHUNKS)
+				store_note_hot(e, space, page_no);
 			if (e->cache)
 				ppl_page_cache_put(e->cache, gen, space, page_no, base, base_sum, ppl_page_lsn(frame),
 						   frame);

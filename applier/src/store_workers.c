@@ -88,6 +88,51 @@ static void settle_ahead(struct ppl_store *e, struct ppl_node *n, unsigned idx)
 	free(d.l.keys);
 }
 
+void store_note_hot(struct ppl_store *e, uint32_t space, uint32_t page_no)
+{
+	uint64_t key = (uint64_t)space << 32 | page_no;
+	if (__atomic_load_n(&e->nstarted, __ATOMIC_RELAXED) == 0 || !store_elided_has(e, key))
+		return; /* MariaDB's own write is its base */
+	pthread_mutex_lock(&e->hot_lock);
+	bool queued = false;
+	for (size_t i = 0; i < e->hot_n && !queued; i++)
+		queued = e->hot[i] == key;
+	if (!queued && e->hot_n < sizeof(e->hot) / sizeof(e->hot[0]))
+		e->hot[e->hot_n++] = key;
+	pthread_mutex_unlock(&e->hot_lock);
+	if (!queued)
+		pthread_cond_broadcast(&e->work_cond);
+}
+
+/* Hot pages (store_note_hot) of this worker's part written into their
+ * files: a read found them rebuilt from a long history, and every read
+ * until their next materialization would apply it again. */
+static void settle_hot(struct ppl_store *e, struct ppl_node *n, unsigned idx)
+{
+	uint64_t mine[64];
+	size_t k = 0;
+	pthread_mutex_lock(&e->hot_lock);
+	for (size_t i = 0; i < e->hot_n;) {
+		if (store_key_part(e->hot[i], e->nworkers) == idx) {
+			mine[k++] = e->hot[i];
+			e->hot[i] = e->hot[--e->hot_n];
+		} else {
+			i++;
+		}
+	}
+	pthread_mutex_unlock(&e->hot_lock);
+	if (k == 0)
+		return;
+	struct store_batch b;
+	store_batch_init(&b, e, n);
+	size_t done = 0;
+	for (size_t i = 0; i < k && !e->work_stop; i++)
+		if (store_materialize_page(e, n, (uint32_t)(mine[i] >> 32), (uint32_t)mine[i], &b) == 0)
+			done++;
+	size_t failed = store_batch_flush(&b);
+	__atomic_add_fetch(&e->hot_settled, done > failed ? done - failed : 0, __ATOMIC_RELAXED);
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
@@ -108,6 +153,7 @@ static void *worker_main(void *arg)
 		rcu_read_lock();
 		struct ppl_node *n = store_node_of(e);
 		if (n != NULL && !STOPPED(e)) {
+			settle_hot(e, n, w->idx);
 			clean_pool(e, n, w->idx);
 			settle_ahead(e, n, w->idx);
 			store_keep_ahead(e, n, w->idx);
@@ -142,7 +188,7 @@ void store_start_workers(struct ppl_store *e, unsigned count)
 			e->nworkers = i;
 			break;
 		}
-		e->nstarted++;
+		__atomic_add_fetch(&e->nstarted, 1, __ATOMIC_RELAXED);
 	}
 }
 
@@ -154,5 +200,5 @@ void store_stop_workers(struct ppl_store *e)
 	pthread_mutex_unlock(&e->work_lock);
 	for (unsigned i = 0; i < e->nstarted; i++)
 		pthread_join(e->workers[i], NULL);
-	e->nstarted = 0;
+	__atomic_store_n(&e->nstarted, 0, __ATOMIC_RELAXED);
 }

@@ -125,6 +125,45 @@ static void test_gate_keeps_over_cap_pages_in_the_log(void)
 	host_close(&h);
 }
 
+/* One mini-transaction whose records for a page are larger than a pool
+ * record holds (a page split's new page, a bulk insert): the pool notes
+ * its LSNs and marks the page, the records stay in the log, the
+ * checkpoint passes without a data-file write, and the restart point stays
+ * before them; the page reads as MariaDB wrote it. */
+static void test_record_too_large_for_the_pool(void)
+{
+	struct host h;
+	host_open(&h);
+	leave_restart_window(&h);
+	static uint8_t image[PS], got[PS];
+	static uint8_t recs[16 * 700];
+	read_file(h.ibd_path, image, PS, 3 * PS);
+	size_t n = 0;
+	uint8_t data[600];
+	for (unsigned i = 0; i < 16; i++) {
+		memset(data, 0x30 + i, sizeof data);
+		n += syn_write_rec(recs + n, SPACE, 3, 200 + i * 700, data, sizeof data);
+		memcpy(image + 200 + i * 700, data, sizeof data);
+	}
+	CHECK(n > PPL_POOL_RECORD_MAX);
+	uint64_t start = h.l.lsn;
+	syn_mtr(&h.l, recs, n);
+	ppl_page_stamp(image, PS, h.l.lsn);
+	flush_log(&h);
+	CHECK_EQ_U(ask(&h, 3, image, PS), PPL_ELIDE_ACK);
+	CHECK_EQ_U(checkpoint(&h, h.l.lsn), 0);
+	struct ppl_store_figures f;
+	ppl_store_figures(h.s, &f);
+	CHECK_EQ_U(f.materialized, 0);
+	CHECK_EQ_U(f.checkpoints_held, 0);
+	CHECK_EQ_U(f.pool_spilled_kept, 1);
+	CHECK_EQ_U(f.pool_durable_lsn, start);
+	CHECK_EQ_U(host_read(&h, 3, got), 0);
+	CHECK(memcmp(got, image, PS) == 0);
+	CHECK(!logged(&h, "CRIT"));
+	host_close(&h); /* the clean stop writes it */
+}
+
 /* MariaDB's log goes on (other pages, checkpoints) until its next writes
  * would overwrite the records of a page marked in the pool: before that
  * write, the wrap guard materializes the page, and the restart point
@@ -776,6 +815,7 @@ int main(void)
 {
 	test_elide_and_read();
 	test_gate_keeps_over_cap_pages_in_the_log();
+	test_record_too_large_for_the_pool();
 	test_wrap_guard_materializes();
 	test_workers_keep_ahead_of_the_wrap();
 	test_restart_from_the_restart_point();

@@ -129,6 +129,10 @@ void ppl_pool_uuid_hex(const uint8_t uuid[16], char out[33]);
 
 /* ---- per-page records ------------------------------------------------- */
 
+/* The most record bytes one pool record holds (one page's share of one
+ * mini-transaction; a larger one: ppl_pool_note_in_log). */
+#define PPL_POOL_RECORD_MAX 8191u
+
 /* One page's share of one mini-transaction. from_init: it starts with
  * INIT_PAGE or FREE_PAGE, so it voids everything before it. */
 struct ppl_pool_rec {
@@ -145,6 +149,7 @@ enum ppl_pool_status {
 	PPL_POOL_FULL,          /* kept in DRAM only: no free block; reclaim (foreground) */
 	PPL_POOL_CORRUPT,       /* a checksum failed: reported, nothing applied */
 	PPL_POOL_ERROR,         /* bad argument or out of memory */
+	PPL_POOL_IN_LOG,        /* ppl_pool_records: some record's bytes are in the redo log only */
 };
 const char *ppl_pool_status_name(enum ppl_pool_status s);
 
@@ -155,6 +160,16 @@ const char *ppl_pool_status_name(enum ppl_pool_status s);
  * reclaim covers them). */
 enum ppl_pool_status ppl_pool_append(struct ppl_pool *p, uint32_t space, uint32_t page_no,
 				     const struct ppl_pool_rec *r);
+
+/* One mini-transaction's records for the page are too large for a pool
+ * record (REC_LEN_MASK): only its LSNs are noted, in DRAM, after the
+ * page's other records, and the page gets a head if it has none, as an
+ * over-cap page does. Its records stay in the redo log, which the caller
+ * keeps from wrapping over them (ppl_pool_oldest_dram_lsn counts the
+ * note); ppl_pool_records answers IN_LOG for the page until a reclaim
+ * passes the note. Returns OVER_CAP (kept so), or ERROR. */
+enum ppl_pool_status ppl_pool_note_in_log(struct ppl_pool *p, uint32_t space, uint32_t page_no, uint64_t start_lsn,
+					  uint64_t end_lsn);
 
 /* Calls fn for each record of the page, pmem records first, in LSN order,
  * after checking every checksum: CORRUPT (and no call) if one fails. A fn

@@ -238,6 +238,8 @@ struct ppl_store_figures {
 	/* log writes held by the wrap guard, for how long, pages it wrote;
 	 * pages kept marked in the pool over their cap (store_wrap.c) */
 	uint64_t log_wraps_held, log_wrap_wait_ns, log_wrap_pages, pool_spilled_kept;
+	/* elided pages written by a worker because a read rebuilt them from a long history */
+	uint64_t hot_settled;
 	struct ppl_pool_usage pool_usage;
 	uint64_t pool_durable_lsn, pool_kept, pool_records, pool_over_cap, pool_full, cleaned, ahead;
 	uint64_t pool_loaded_pages, pool_loaded_records;
