@@ -337,7 +337,8 @@ static size_t rec_encode(uint8_t *dst, uint32_t space, uint32_t page_no, const s
 	memcpy(dst, &r->start_lsn, 8);
 	memcpy(dst + 8, &delta, 4);
 	memcpy(dst + 12, &lf, 2);
-	memcpy(dst + REC_HDR, r->bytes, r->len);
+	if (r->len) /* a note of LSNs only has no bytes */
+		memcpy(dst + REC_HDR, r->bytes, r->len);
 	uint32_t crc = pool_rec_crc(space, page_no, dst, r->bytes, r->len);
 	memcpy(dst + 14, &crc, 4);
 	return REC_HDR + r->len;

@@ -40,7 +40,7 @@ static void clean_pool(struct ppl_store *e, struct ppl_node *n, unsigned idx)
 	unsigned long done = 0;
 	struct store_batch b;
 	store_batch_init(&b, e, n);
-	for (int round = 0; round < 64 && !u.cleaned_enough && !e->work_stop; round++) {
+	for (int round = 0; round < 64 && !u.cleaned_enough && !__atomic_load_n(&e->work_stop, __ATOMIC_RELAXED); round++) {
 		size_t k = ppl_pool_oldest(e->pool, refs, sizeof(refs) / sizeof(refs[0])), mine = 0;
 		for (size_t i = 0; i < k; i++) {
 			uint64_t key = (uint64_t)refs[i].space << 32 | refs[i].page_no;
@@ -80,7 +80,7 @@ static void settle_ahead(struct ppl_store *e, struct ppl_node *n, unsigned idx)
 	struct store_batch b;
 	store_batch_init(&b, e, n);
 	size_t done = 0;
-	for (size_t i = 0; i < d.l.n && !e->work_stop; i++)
+	for (size_t i = 0; i < d.l.n && !__atomic_load_n(&e->work_stop, __ATOMIC_RELAXED); i++)
 		if (store_settle_page(e, n, (uint32_t)(d.l.keys[i] >> 32), (uint32_t)d.l.keys[i], &b) == 0)
 			done++;
 	size_t failed = store_batch_flush(&b);
@@ -126,7 +126,7 @@ static void settle_hot(struct ppl_store *e, struct ppl_node *n, unsigned idx)
 	struct store_batch b;
 	store_batch_init(&b, e, n);
 	size_t done = 0;
-	for (size_t i = 0; i < k && !e->work_stop; i++)
+	for (size_t i = 0; i < k && !__atomic_load_n(&e->work_stop, __ATOMIC_RELAXED); i++)
 		if (store_materialize_page(e, n, (uint32_t)(mine[i] >> 32), (uint32_t)mine[i], &b) == 0)
 			done++;
 	size_t failed = store_batch_flush(&b);
@@ -195,7 +195,7 @@ void store_start_workers(struct ppl_store *e, unsigned count)
 void store_stop_workers(struct ppl_store *e)
 {
 	pthread_mutex_lock(&e->work_lock);
-	e->work_stop = true;
+	__atomic_store_n(&e->work_stop, true, __ATOMIC_RELAXED);
 	pthread_cond_broadcast(&e->work_cond);
 	pthread_mutex_unlock(&e->work_lock);
 	for (unsigned i = 0; i < e->nstarted; i++)

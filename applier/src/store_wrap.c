@@ -58,7 +58,7 @@ static size_t settle_spilled(struct ppl_store *e, struct ppl_node *n, uint64_t u
 	*done = 0;
 	struct store_batch b;
 	store_batch_init(&b, e, n);
-	for (int round = 0; round < 4096 && !e->work_stop; round++) {
+	for (int round = 0; round < 4096 && !__atomic_load_n(&e->work_stop, __ATOMIC_RELAXED); round++) {
 		size_t k = ppl_pool_oldest(e->pool, refs, sizeof(refs) / sizeof(refs[0])), tried = 0, before = *done;
 		for (size_t i = 0; i < k; i++) {
 			if (!refs[i].spilled || refs[i].first_lsn >= upto)
