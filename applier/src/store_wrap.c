@@ -125,7 +125,7 @@ int store_wrap_guard(struct ppl_store *e, uint64_t off, size_t len)
 	int rc = 0;
 	rcu_read_lock();
 	struct ppl_node *n = store_node_of(e);
-	uint64_t cap, end = n && !STOPPED(e) ? write_end_lsn(n, off, len, &cap) : 0;
+	uint64_t cap = 0, end = n && !STOPPED(e) ? write_end_lsn(n, off, len, &cap) : 0;
 	/* the common case, one load: the write stays short of the restart point */
 	if (end > cap && end - cap > ppl_pool_durable_lsn(e->pool)) {
 		uint64_t over = end - cap, t0 = store_now_ns(e);
