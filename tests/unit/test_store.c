@@ -62,27 +62,6 @@ static void test_elide_and_read(void)
 	host_close(&h);
 }
 
-/* A store started over a log counts every page the log's first 4 KiB
- * after its end touch as elided (the previous run's answers are lost:
- * store_after_restart_parse): MariaDB writes on, and then writes that
- * page itself, so the tests below start with no page elided. */
-static void leave_restart_window_as(struct host *h, bool store)
-{
-	static uint8_t filler[PS];
-	read_file(h->ibd_path, filler, PS, (off_t)(NPAGES - 1) * PS);
-	for (unsigned i = 0; i < 12; i++)
-		change(h, NPAGES - 1, 1000 + i * 500, (uint8_t)i, 400, filler);
-	if (!store)
-		return; /* a parent's copy of a child's log */
-	flush_log(h);
-	host_page_write(h, NPAGES - 1, filler);
-}
-
-static void leave_restart_window(struct host *h)
-{
-	leave_restart_window_as(h, true);
-}
-
 /* The checkpoint gate: while a page's records fit under the per-page cap
  * they are kept in the pool and the checkpoint passes; once they do not,
  * the page is marked in the pool, its records stay in the log, and the
@@ -186,21 +165,13 @@ static void test_wrap_guard_materializes(void)
 	ppl_store_figures(h.s, &f);
 	CHECK_EQ_U(f.pool_durable_lsn, over);
 	/* up to just short of overwriting the page's records: no wait */
-	unsigned i = 0;
-	while (h.l.lsn + 4096 < over + cap) {
-		change(&h, 5, 1000 + (i % 16) * 500, (uint8_t)i, 400, other), i++;
-		if (h.l.lsn - h.written > 60000) {
-			flush_log(&h);
-			CHECK_EQ_U(checkpoint(&h, h.l.lsn), 0);
-		}
-	}
+	log_on_until(&h, over + cap - 4096, other);
 	flush_log(&h);
 	ppl_store_figures(h.s, &f);
 	CHECK_EQ_U(f.log_wraps_held, 0);
 	CHECK_EQ_U(f.materialized, 0);
 	/* the next writes wrap over them */
-	for (unsigned k = 0; k < 16; k++)
-		change(&h, 5, 1000 + (i % 16) * 500, (uint8_t)i, 400, other), i++;
+	log_on_until(&h, h.l.lsn + 16 * 420, other);
 	flush_log(&h);
 	ppl_store_figures(h.s, &f);
 	CHECK_EQ_U(f.log_wraps_held, 1);
@@ -232,14 +203,7 @@ static void test_workers_keep_ahead_of_the_wrap(void)
 	flush_log(&h);
 	CHECK_EQ_U(ask(&h, 3, image, PS), PPL_ELIDE_ACK);
 	CHECK_EQ_U(checkpoint(&h, h.l.lsn), 0);
-	unsigned i = 0;
-	while (h.l.lsn < over + cap * 3 / 4) {
-		change(&h, 5, 1000 + (i % 16) * 500, (uint8_t)i, 400, other), i++;
-		if (h.l.lsn - h.written > 60000) {
-			flush_log(&h);
-			CHECK_EQ_U(checkpoint(&h, h.l.lsn), 0);
-		}
-	}
+	log_on_until(&h, over + cap * 3 / 4, other);
 	flush_log(&h);
 	struct ppl_store_figures f;
 	for (int k = 0; k < 60; k++) { /* the worker wakes at least once a second */

@@ -375,29 +375,15 @@ static void test_wrap_guard_write_fails(void)
 	host_make(&h);
 	h.io = faulty_io();
 	host_start(&h);
-	static uint8_t image[PS], other[PS], filler[PS], got[PS];
-	/* past the first 4 KiB after a start, where every page counts as
-	 * elided, and MariaDB writes that page itself */
-	read_file(h.ibd_path, filler, PS, (off_t)(NPAGES - 1) * PS);
-	for (unsigned i = 0; i < 12; i++)
-		change(&h, NPAGES - 1, 1000 + i * 500, (uint8_t)i, 400, filler);
-	flush_log(&h);
-	host_page_write(&h, NPAGES - 1, filler);
+	static uint8_t image[PS], other[PS], got[PS];
+	leave_restart_window(&h);
 	uint64_t over = h.l.lsn, cap = h.l.size - SYN_AREA;
 	elide_change(&h, 0x61, 300, image);
 	CHECK_EQ_U(checkpoint(&h, h.l.lsn), 0); /* no data-file write */
 	read_file(h.ibd_path, other, PS, 5 * PS);
-	unsigned i = 0;
-	while (h.l.lsn + 4096 < over + cap) {
-		change(&h, 5, 1000 + (i % 16) * 500, (uint8_t)i, 400, other), i++;
-		if (h.l.lsn - h.written > 60000) {
-			flush_log(&h);
-			CHECK_EQ_U(checkpoint(&h, h.l.lsn), 0);
-		}
-	}
+	log_on_until(&h, over + cap - 4096, other);
 	flush_log(&h);
-	for (unsigned k = 0; k < 16; k++)
-		change(&h, 5, 1000 + (i % 16) * 500, (uint8_t)i, 400, other), i++;
+	log_on_until(&h, h.l.lsn + 16 * 420, other);
 	size_t from = syn_off(&h.l, h.written) & ~(size_t)511, to = syn_off(&h.l, h.l.lsn);
 	CHECK(to > from);
 	fault_set(FAULT_PWRITE, h.ibd_path, ENOSPC, false);
