@@ -659,6 +659,61 @@ static void test_background_index(void)
 	ppl_pool_close(p);
 }
 
+/* A mini-transaction's records too large for a pool record: the pool
+ * notes its LSNs only, in DRAM; the page gets a head (its mark for a
+ * restart) and never a record with nothing in it in pmem; its records
+ * cannot all be given (IN_LOG) until a reclaim passes the note; the
+ * oldest DRAM LSN counts the note (the store's restart point). */
+static void test_note_in_log(void)
+{
+	unlink(path);
+	CHECK(make(1 << 20) == 0);
+	struct ppl_pool_recovery rec;
+	struct ppl_pool *p = open_pool("/data/test", &rec);
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	CHECK_EQ_U(ppl_pool_note_in_log(p, 8, 2, 1000, 1100), PPL_POOL_OVER_CAP);
+	struct ppl_pool_page_info info;
+	CHECK(ppl_pool_page_info(p, 8, 2, &info));
+	CHECK(info.spilled);
+	CHECK_EQ_U(info.blocks, 1);
+	CHECK_EQ_U(info.records, 0);
+	CHECK_EQ_U(info.dram_records, 1);
+	CHECK_EQ_U(info.last_lsn, 1100);
+	CHECK_EQ_U(ppl_pool_oldest_dram_lsn(p), 1000);
+	struct seen s = { 0 };
+	CHECK_EQ_U(ppl_pool_records(p, 8, 2, collect, &s), PPL_POOL_IN_LOG);
+	CHECK_EQ_U(s.n, 0);
+	/* a later, small record follows it into DRAM, in order */
+	CHECK_EQ_U(add(p, 8, 2, 1200, 10, false), PPL_POOL_OVER_CAP);
+	/* the page written at 1100: the note goes, the rest may be read */
+	CHECK_EQ_U(ppl_pool_reclaim(p, 8, 2, 1100), PPL_POOL_OK);
+	CHECK_EQ_U(ppl_pool_records(p, 8, 2, collect, &s), PPL_POOL_OK);
+	CHECK_EQ_U(s.n, 1);
+	CHECK_EQ_U(s.start[0], 1200);
+	/* a note on a page with pmem records, then a restart: the pmem
+	 * records and the head are all that is left, every one with bytes */
+	CHECK_EQ_U(add(p, 9, 4, 2000, 10, false), PPL_POOL_OK);
+	CHECK_EQ_U(ppl_pool_note_in_log(p, 9, 4, 2100, 2200), PPL_POOL_OVER_CAP);
+	CHECK_EQ_U(ppl_pool_reclaim(p, 9, 4, 2007), PPL_POOL_OK); /* the note moves, not to pmem */
+	CHECK(ppl_pool_page_info(p, 9, 4, &info));
+	CHECK_EQ_U(info.records, 0);
+	CHECK_EQ_U(info.dram_records, 1);
+	ppl_pool_close(p);
+	p = open_pool("/data/test", &rec);
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	CHECK(ppl_pool_page_info(p, 9, 4, &info)); /* the mark survives */
+	CHECK_EQ_U(info.records, 0);
+	s.n = 0;
+	CHECK_EQ_U(ppl_pool_records(p, 9, 4, collect, &s), PPL_POOL_OK);
+	CHECK_EQ_U(s.n, 0);
+	ppl_pool_close(p);
+	unlink(path);
+}
+
 int main(void)
 {
 	snprintf(path, sizeof(path), "/dev/shm/ppl-test-pool-%d", (int)getpid());
@@ -670,6 +725,7 @@ int main(void)
 	test_doublewrite();
 	test_concurrent();
 	test_background_index();
+	test_note_in_log();
 	unlink(path);
 	CHECK_DONE();
 }
