@@ -121,6 +121,12 @@ uint64_t ppl_redo_capacity(const struct ppl_redo_reader *r)
 	return r->capacity;
 }
 
+int64_t ppl_redo_distance_at(const struct ppl_redo_reader *r, uint64_t off, uint64_t near)
+{
+	uint64_t ahead = (off + r->capacity - ppl_redo_offset_of(r, near)) % r->capacity;
+	return ahead < r->capacity / 2 ? (int64_t)ahead : -(int64_t)(r->capacity - ahead);
+}
+
 static int corrupt(struct ppl_redo_reader *r, const char *why)
 {
 	r->state = PPL_REDO_CORRUPT;
@@ -309,12 +315,11 @@ static int feed_area(struct ppl_redo_reader *r, uint64_t off, const uint8_t *p, 
 		r->st.ignored_old_bytes += len;
 		return 0;
 	}
-	uint64_t cur = ppl_redo_offset_of(r, r->lsn);
-	uint64_t delta = (off + r->capacity - cur) % r->capacity;
-	uint64_t wstart, wlen = len;
-	if (delta >= r->capacity / 2) {
+	int64_t d = ppl_redo_distance_at(r, off, r->lsn);
+	uint64_t delta, wstart, wlen = len;
+	if (d < 0) {
 		/* Starts behind the parse point: a rewrite of the tail block. */
-		uint64_t back = r->capacity - delta;
+		uint64_t back = (uint64_t)-d;
 		wstart = r->lsn - back;
 		if (len <= back) {
 			r->st.ignored_old_bytes += len;
@@ -325,6 +330,7 @@ static int feed_area(struct ppl_redo_reader *r, uint64_t off, const uint8_t *p, 
 		len -= (size_t)back;
 		delta = 0;
 	} else {
+		delta = (uint64_t)d;
 		wstart = r->lsn + delta;
 	}
 	uint64_t lsn = r->lsn + delta;

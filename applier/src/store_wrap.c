@@ -103,8 +103,7 @@ int store_restart_advance(struct ppl_store *e, struct ppl_node *n, uint64_t ckpt
 }
 
 /* The LSN a log write at file offset off ends at, placed by the parse
- * point (MariaDB writes the log sequentially; a write behind the parse
- * rewrites its last block). 0 when it cannot tell. */
+ * point (ppl_redo_distance_at). 0 when it cannot tell. */
 static uint64_t write_end_lsn(struct ppl_node *n, uint64_t off, size_t len, uint64_t *cap)
 {
 	const struct ppl_redo_reader *r = ppl_node_reader(n);
@@ -112,10 +111,7 @@ static uint64_t write_end_lsn(struct ppl_node *n, uint64_t off, size_t len, uint
 	*cap = r ? ppl_redo_capacity(r) : 0;
 	if (*cap == 0 || parsed == 0)
 		return 0;
-	uint64_t at = ppl_redo_offset_of(r, parsed);
-	uint64_t ahead = (off + *cap - at) % *cap;
-	uint64_t start = ahead < *cap / 2 ? parsed + ahead : parsed - (*cap - ahead);
-	return start + len;
+	return parsed + (uint64_t)ppl_redo_distance_at(r, off, parsed) + len;
 }
 
 int store_wrap_guard(struct ppl_store *e, uint64_t off, size_t len)

@@ -154,6 +154,11 @@ uint64_t ppl_redo_offset_of(const struct ppl_redo_reader *r, uint64_t lsn);
 /* Bytes of records the log file holds (its size less the header area): a
  * write at LSN l overwrites what was written at l - capacity. */
 uint64_t ppl_redo_capacity(const struct ppl_redo_reader *r);
+/* How far the log byte at file offset off (in the record area) lies from
+ * the LSN near, in bytes: a writer goes sequentially, so a write within
+ * half the log ahead of near is that far ahead (>= 0), and any other
+ * rewrites what near already passed (< 0). */
+int64_t ppl_redo_distance_at(const struct ppl_redo_reader *r, uint64_t off, uint64_t near);
 const struct ppl_log_header *ppl_redo_header(const struct ppl_redo_reader *r); /* NULL before one */
 const struct ppl_checkpoint *ppl_redo_checkpoint(const struct ppl_redo_reader *r); /* NULL before one */
 enum ppl_redo_state ppl_redo_state(const struct ppl_redo_reader *r);
