@@ -577,6 +577,20 @@ static int pool_rec_to_node(void *arg, const struct ppl_pool_rec *r)
 	return 0;
 }
 
+/* The page as its data file holds it, read into frame: 1 and its LSN in
+ * *lsn; 0 when the file's page is another (not written yet), *lsn 0; -1
+ * when no file of the space can be read. */
+static int file_page_lsn(struct ppl_store *e, uint32_t space, uint32_t page_no, uint8_t *frame, uint64_t *lsn)
+{
+	*lsn = 0;
+	if (ppl_datadir_read_page(e->dd, space, page_no, frame, e->page_size) != 0)
+		return -1;
+	if (ppl_page_no(frame) != page_no || ppl_page_space(frame) != space)
+		return 0;
+	*lsn = ppl_page_lsn(frame);
+	return 1;
+}
+
 /* After a restart the index starts at MariaDB's checkpoint; the records of
  * pages kept in the pool instead of materialized (settle()) lie before it
  * and come back from the pool (I6), and the pages count as elided again:
@@ -618,10 +632,7 @@ static int load_pool(struct ppl_store *e, struct ppl_node *n, uint64_t start, ui
 	for (size_t i = 0; i < k.n && rc == 0; i++) {
 		struct pool_load l = { .n = n, .space = (uint32_t)(k.keys[i] >> 32), .page_no = (uint32_t)k.keys[i],
 				       .before = start };
-		if (ppl_datadir_read_page(e->dd, l.space, l.page_no, frame, e->page_size) == 0) {
-			if (ppl_page_no(frame) == l.page_no && ppl_page_space(frame) == l.space)
-				l.file_lsn = ppl_page_lsn(frame);
-		} else if (unfound++ < 8) {
+		if (file_page_lsn(e, l.space, l.page_no, frame, &l.file_lsn) < 0 && unfound++ < 8) {
 			SLOG(e, PPL_LOG_CRIT, "PPL: %s: the pool holds records of page %" PRIu32 ":%" PRIu32 " but no "
 				"file of space %" PRIu32 " is found: they are kept; MariaDB's checkpoint cannot pass "
 				"them until the file is back", e->datadir, l.space, l.page_no, l.space);
@@ -682,9 +693,9 @@ static void drop_settled_pool_pages(struct ppl_store *e, struct ppl_node *n)
 		if (ppl_node_page_info(n, space, page_no, &info) ||
 		    (e->held_n && bsearch(&hk, e->held_pages, e->held_n, sizeof(hk), store_held_cmp)))
 			continue; /* records in the index, or in the log's held tail */
-		if (ppl_datadir_read_page(e->dd, space, page_no, frame, e->page_size) == 0 &&
-		    ppl_page_no(frame) == page_no && ppl_page_space(frame) == space)
-			ppl_pool_reclaim(e->pool, space, page_no, ppl_page_lsn(frame));
+		uint64_t lsn;
+		if (file_page_lsn(e, space, page_no, frame, &lsn) == 1)
+			ppl_pool_reclaim(e->pool, space, page_no, lsn);
 	}
 	free(frame);
 	free(k.keys);
@@ -712,9 +723,7 @@ static void write_back_pool(struct ppl_store *e)
 	for (size_t i = 0; tmp && frame && i < k.n; i++) {
 		struct pool_load l = { .n = tmp, .space = (uint32_t)(k.keys[i] >> 32), .page_no = (uint32_t)k.keys[i],
 				       .before = UINT64_MAX };
-		if (ppl_datadir_read_page(e->dd, l.space, l.page_no, frame, e->page_size) == 0 &&
-		    ppl_page_no(frame) == l.page_no && ppl_page_space(frame) == l.space)
-			l.file_lsn = ppl_page_lsn(frame);
+		file_page_lsn(e, l.space, l.page_no, frame, &l.file_lsn);
 		if (ppl_pool_records(e->pool, l.space, l.page_no, pool_rec_to_node, &l) != PPL_POOL_OK || l.failed) {
 			failed++;
 			continue;

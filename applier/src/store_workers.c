@@ -40,7 +40,8 @@ static void clean_pool(struct ppl_store *e, struct ppl_node *n, unsigned idx)
 	unsigned long done = 0;
 	struct store_batch b;
 	store_batch_init(&b, e, n);
-	for (int round = 0; round < 64 && !u.cleaned_enough && !__atomic_load_n(&e->work_stop, __ATOMIC_RELAXED); round++) {
+	for (int round = 0; round < 64 && !u.cleaned_enough && !__atomic_load_n(&e->work_stop, __ATOMIC_RELAXED);
+	     round++) {
 		size_t k = ppl_pool_oldest(e->pool, refs, sizeof(refs) / sizeof(refs[0])), mine = 0;
 		for (size_t i = 0; i < k; i++) {
 			uint64_t key = (uint64_t)refs[i].space << 32 | refs[i].page_no;
