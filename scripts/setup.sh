@@ -35,6 +35,8 @@ PKGS=(
   python3-prometheus-client
   # the storage node under memcheck (tests/lib/memcheck.py)
   valgrind
+  # scripts/bench-twonode.py's plots
+  python3-matplotlib
 )
 
 missing=()
@@ -60,6 +62,10 @@ fi
 if ! python3 -c 'import prometheus_client' 2>/dev/null; then
   echo "setup.sh: installing prometheus-client for $(command -v python3)"
   python3 -m pip install -q prometheus-client
+fi
+if ! python3 -c 'import matplotlib' 2>/dev/null; then
+  echo "setup.sh: installing matplotlib for $(command -v python3)"
+  python3 -m pip install -q matplotlib
 fi
 
 here=$(cd "$(dirname "$0")" && pwd)
