@@ -120,6 +120,7 @@ def link_bytes():
 
 
 GATE = re.compile(r"checkpoints held (\d+) \(([\d.]+) s\), log wraps held (\d+) \(([\d.]+) s\)")
+READS = re.compile(r"read latency p50/p99 plain (\d+)/(\d+) us, rebuilt (\d+)/(\d+) us")
 STATS = re.compile(r"PPL: stats periodic for \S+: (.*)")
 
 
@@ -135,8 +136,12 @@ def gate_figures(g, timeout=10):
             if not m:
                 raise SystemExit("the storage node's stats line has no 'checkpoints held ... log wraps held': "
                                  + lines[-1][:300])
+            r = READS.search(lines[-1])
+            # percentiles since the storage node started: not differences
+            lat = {f"{kind}_read_{q}_us": int(r.group(i)) for i, (kind, q) in enumerate(
+                (("plain", "p50"), ("plain", "p99"), ("rebuilt", "p50"), ("rebuilt", "p99")), 1)} if r else {}
             return {"checkpoints_held": int(m.group(1)), "checkpoint_wait_s": float(m.group(2)),
-                    "log_wraps_held": int(m.group(3)), "log_wrap_wait_s": float(m.group(4))}
+                    "log_wraps_held": int(m.group(3)), "log_wrap_wait_s": float(m.group(4)), **lat}
         time.sleep(0.2)
     raise SystemExit(f"ganesha.nfsd logged no PPL stats line in {timeout} s; its log: {g.log}")
 
@@ -350,7 +355,7 @@ def one_run(a, work, w, setup, threads, dataset, buffer_pool):
         raise
     finally:
         n.down()
-    d = {k: after[k] - before[k] for k in after}
+    d = {k: after[k] - before[k] for k in after if not k.endswith("_us")}
     trx = max(result["transactions"], 1)
     result.update(setup=setup, workload=w.label(), threads=threads, seconds=a.seconds,
                   link_bytes_per_trx=d["link"] / trx, disk_bytes_per_trx=d["disk"] / trx,
@@ -359,9 +364,12 @@ def one_run(a, work, w, setup, threads, dataset, buffer_pool):
     for k in ("checkpoints_held", "checkpoint_wait_s", "log_wraps_held", "log_wrap_wait_s"):
         if k in d:
             result[k] = round(d[k], 3)
+    result.update({k: v for k, v in after.items() if k.endswith("_us")})
     if not a.keep:
         shutil.rmtree(base, ignore_errors=True)
-    gate = (f", gate waits {result['checkpoint_wait_s']:.2f} s, wrap waits {result['log_wrap_wait_s']:.2f} s"
+    gate = (f", gate waits {result['checkpoint_wait_s']:.2f} s, wrap waits {result['log_wrap_wait_s']:.2f} s, "
+            f"storage-node reads p50/p99 plain {result.get('plain_read_p50_us')}/{result.get('plain_read_p99_us')} us, "
+            f"rebuilt {result.get('rebuilt_read_p50_us')}/{result.get('rebuilt_read_p99_us')} us"
             if setup == "stack" else "")
     print(f"  {label}: {result['tps']:.1f} TPS, p95 {result['p95_ms']} ms, p99 {result['p99_ms']} ms{gate}",
           flush=True)
@@ -423,6 +431,14 @@ def report(a, out, runs, datasets):
                          f"| {r['link_bytes_per_trx']:.0f} | {r['disk_bytes_per_trx']:.0f} "
                          f"| {r['compute_cpu_s_per_1000']:.2f} | {r['storage_cpu_s_per_1000']:.2f} "
                          f"| {r.get('checkpoint_wait_s', '')} | {r.get('log_wrap_wait_s', '')} | {ratio} |")
+    lat = [(wl, th, by["stack"]) for (wl, th), by in groups.items() if "stack" in by
+           and "plain_read_p50_us" in by["stack"]]
+    if lat:
+        lines += ["", "The stack's READs on the storage node (the host's read and the store's part, since it "
+                  "started), in us:", "", "| workload | threads | plain p50 | plain p99 | rebuilt p50 | rebuilt p99 |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        lines += [f"| {wl} | {th} | {r['plain_read_p50_us']} | {r['plain_read_p99_us']} | {r['rebuilt_read_p50_us']} "
+                  f"| {r['rebuilt_read_p99_us']} |" for wl, th, r in lat]
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     plots(out, groups)

@@ -4,16 +4,20 @@ static unsigned bucket_of(uint64_t v)
 {
 	if (v < PPL_HIST_EXACT)
 		return (unsigned)v;
-	/* [64,128) -> 64, [128,256) -> 65, ... */
-	return PPL_HIST_EXACT + (unsigned)(63 - __builtin_clzll(v)) - 6;
+	/* v in [2^e, 2^(e+1)), e >= 6: 16 equal slices of that octave */
+	unsigned e = (unsigned)(63 - __builtin_clzll(v));
+	unsigned sub = (unsigned)(v >> (e - 4)) & (PPL_HIST_SUB - 1);
+	return PPL_HIST_EXACT + (e - 6) * PPL_HIST_SUB + sub;
 }
 
 static uint64_t bucket_top(unsigned b)
 {
 	if (b < PPL_HIST_EXACT)
 		return b;
-	unsigned shift = b - PPL_HIST_EXACT + 7;
-	return shift >= 64 ? UINT64_MAX : (1ull << shift) - 1;
+	unsigned e = (b - PPL_HIST_EXACT) / PPL_HIST_SUB + 6, sub = (b - PPL_HIST_EXACT) % PPL_HIST_SUB;
+	if (e == 63 && sub == PPL_HIST_SUB - 1)
+		return UINT64_MAX;
+	return ((uint64_t)(PPL_HIST_SUB + sub + 1) << (e - 4)) - 1;
 }
 
 void ppl_histogram_add(struct ppl_histogram *h, uint64_t value)

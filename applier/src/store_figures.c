@@ -31,6 +31,7 @@ static int format_node(struct ppl_store *e, struct ppl_node *n, char *buf, size_
 			" records, %" PRIu64 " pages pending; reads %" PRIu64 ", pages rebuilt %" PRIu64
 			" (%" PRIu64 " mtrs applied, per page p50 %" PRIu64 " p99 %" PRIu64 "; %" PRIu64
 			" from the cache), rebuild failures %" PRIu64
+			"; read latency p50/p99 plain %" PRIu64 "/%" PRIu64 " us, rebuilt %" PRIu64 "/%" PRIu64 " us"
 			"; page writes taken as bases %" PRIu64 "%s",
 			(double)s.log_bytes / 1e6, ppl_node_parsed_lsn(n), s.mtrs, s.records, s.pages_indexed,
 			__atomic_load_n(&e->reads, __ATOMIC_RELAXED),
@@ -38,6 +39,9 @@ static int format_node(struct ppl_store *e, struct ppl_node *n, char *buf, size_
 			ppl_histogram_percentile(&e->mtrs_per_rebuild, 50),
 			ppl_histogram_percentile(&e->mtrs_per_rebuild, 99), cs.hits,
 			__atomic_load_n(&e->rebuild_failures, __ATOMIC_RELAXED),
+			ppl_histogram_percentile(&e->read_plain_us, 50), ppl_histogram_percentile(&e->read_plain_us, 99),
+			ppl_histogram_percentile(&e->read_rebuilt_us, 50),
+			ppl_histogram_percentile(&e->read_rebuilt_us, 99),
 			__atomic_load_n(&e->pages_written, __ATOMIC_RELAXED), STOPPED(e) ? "; INGEST STOPPED" : "");
 }
 
@@ -108,6 +112,12 @@ void ppl_store_figures(struct ppl_store *e, struct ppl_store_figures *f)
 	f->mtrs_per_rebuild_p50 = ppl_histogram_percentile(&e->mtrs_per_rebuild, 50);
 	f->mtrs_per_rebuild_p99 = ppl_histogram_percentile(&e->mtrs_per_rebuild, 99);
 	ppl_latency_get(&e->rebuild_ns, &f->rebuild_latency);
+	f->read_plain_n = ppl_histogram_count(&e->read_plain_us);
+	f->read_plain_p50_us = ppl_histogram_percentile(&e->read_plain_us, 50);
+	f->read_plain_p99_us = ppl_histogram_percentile(&e->read_plain_us, 99);
+	f->read_rebuilt_n = ppl_histogram_count(&e->read_rebuilt_us);
+	f->read_rebuilt_p50_us = ppl_histogram_percentile(&e->read_rebuilt_us, 50);
+	f->read_rebuilt_p99_us = ppl_histogram_percentile(&e->read_rebuilt_us, 99);
 	f->rebuild_failures = __atomic_load_n(&e->rebuild_failures, __ATOMIC_RELAXED);
 	f->pages_written = __atomic_load_n(&e->pages_written, __ATOMIC_RELAXED);
 	f->stale_writes = __atomic_load_n(&e->stale_writes, __ATOMIC_RELAXED);

@@ -115,6 +115,9 @@ struct ppl_store {
 
 	uint64_t reads, pages_rebuilt, rebuild_failures, pages_written, stale_writes;
 	struct ppl_histogram mtrs_per_rebuild; /* mini-transactions applied per page rebuilt for a read */
+	/* whole READ latency in us (the host's read and the store's part):
+	 * reads that served no page rebuilt, and reads that served one */
+	struct ppl_histogram read_plain_us, read_rebuilt_us;
 	struct ppl_latency rebuild_ns; /* what a page rebuilt for a read cost, the cache included */
 	uint64_t suspect_upto;         /* after a restart: pages with records below this LSN may
 					* have been elided by the previous run (mark_suspect) */

@@ -64,6 +64,12 @@ static json_object *stats_json(struct ppl_store *e)
 	put_u64(x, "mtrs_applied", f.node.rebuild_mtrs_applied);
 	put_u64(x, "mtrs_applied_per_page_p50", f.mtrs_per_rebuild_p50);
 	put_u64(x, "mtrs_applied_per_page_p99", f.mtrs_per_rebuild_p99);
+	put_u64(x, "plain_reads", f.read_plain_n);
+	put_u64(x, "plain_read_p50_us", f.read_plain_p50_us);
+	put_u64(x, "plain_read_p99_us", f.read_plain_p99_us);
+	put_u64(x, "rebuilt_reads", f.read_rebuilt_n);
+	put_u64(x, "rebuilt_read_p50_us", f.read_rebuilt_p50_us);
+	put_u64(x, "rebuilt_read_p99_us", f.read_rebuilt_p99_us);
 	put_u64(x, "hot_pages_settled", f.hot_settled);
 	put_u64(x, "mtrs_skipped", f.node.rebuild_mtrs_skipped);
 	put_u64(x, "rebuild_failures", f.rebuild_failures);

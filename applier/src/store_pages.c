@@ -94,7 +94,7 @@ static bool page_space(struct ppl_store *e, uint64_t fileid, const uint8_t *page
 }
 
 static int read_pages(struct ppl_store *e, struct ppl_node *n, uint64_t fileid, uint64_t off, struct iovec *iov,
-		      int iovcnt, size_t len)
+		      int iovcnt, size_t len, size_t *served)
 {
 	size_t ps = e->page_size;
 	uint8_t *frame = NULL;
@@ -128,6 +128,7 @@ static int read_pages(struct ppl_store *e, struct ppl_node *n, uint64_t fileid, 
 		if (e->cache && ppl_page_cache_get(e->cache, space, page_no, base, base_sum, info.last_lsn, frame)) {
 			store_iov_copy(iov, iovcnt, p - off, frame, ps, false);
 			__atomic_add_fetch(&e->pages_rebuilt, 1, __ATOMIC_RELAXED);
+			(*served)++;
 			ppl_latency_add(&e->rebuild_ns, store_now_ns(e) - t0);
 			continue;
 		}
@@ -145,6 +146,7 @@ static int read_pages(struct ppl_store *e, struct ppl_node *n, uint64_t fileid, 
 		if (changed || restored) {
 			store_iov_copy(iov, iovcnt, p - off, frame, ps, false);
 			__atomic_add_fetch(&e->pages_rebuilt, 1, __ATOMIC_RELAXED);
+			(*served)++;
 			ppl_histogram_add(&e->mtrs_per_rebuild, info.chunks);
 			if (info.chunks >= HOT_CHUNKS)
 				store_note_hot(e, space, page_no);
@@ -189,24 +191,31 @@ static int read_pages(struct ppl_store *e, struct ppl_node *n, uint64_t fileid, 
 		}
 		uint64_t from = off > ps0 ? off : ps0, to = off + len < ps0 + ps ? off + len : ps0 + ps;
 		store_iov_copy(iov, iovcnt, from - off, frame + (from - ps0), to - from, false);
-		if (changed)
+		if (changed) {
 			__atomic_add_fetch(&e->pages_rebuilt, 1, __ATOMIC_RELAXED);
+			(*served)++;
+		}
 	}
 	free(frame);
 	return rc;
 }
 
 int ppl_store_read(struct ppl_store *e, uint64_t fileid, uint64_t off, struct iovec *iov, int iovcnt,
-		    size_t len)
+		    size_t len, uint64_t read_ns)
 {
 	/* outside the read-side section: ingest may replace the node meanwhile */
 	int w = store_start_wait(e);
 	if (w)
 		return w;
+	uint64_t t0 = store_now_ns(e);
+	size_t served = 0;
 	rcu_read_lock();
 	struct ppl_node *n = store_node_of(e);
-	int rc = n ? read_pages(e, n, fileid, off, iov, iovcnt, len) : 0;
+	int rc = n ? read_pages(e, n, fileid, off, iov, iovcnt, len, &served) : 0;
 	rcu_read_unlock();
+	if (rc == 0 && read_ns)
+		ppl_histogram_add(served ? &e->read_rebuilt_us : &e->read_plain_us,
+				  (read_ns + store_now_ns(e) - t0) / 1000);
 	return rc;
 }
 

@@ -1,6 +1,7 @@
 /* FSAL_PPL file I/O: forwarded to the sub-FSAL, with the engine hooks on
  * the completion of reads, writes and commits of InnoDB's files (see
  * ppl_hooks.h for what each hook may do and when it runs). */
+#include <time.h>
 #include "ppl_fsal.h"
 
 #include "fsal_convert.h"
@@ -14,7 +15,16 @@ struct io_done {
 	bool began;              /* ppl_hook_{write,read}_begin() done: pair it */
 	uint64_t w_off;          /* the range it was given */
 	size_t w_len;
+	uint64_t t0_ns;          /* when the sub-FSAL was called (reads: their latency) */
 };
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
 
 static fsal_status_t hook_error(int err)
 {
@@ -72,7 +82,8 @@ static void read_done(struct fsal_obj_handle *sub, fsal_status_t ret, void *obj_
 		int err;
 
 		ppl_file_of(h, &f, name, sizeof(name));
-		err = ppl_hook_read(done->pexp->hooks, &f, arg->offset, arg->iov, arg->iov_count, arg->io_amount);
+		err = ppl_hook_read(done->pexp->hooks, &f, arg->offset, arg->iov, arg->iov_count, arg->io_amount,
+				    now_ns() - done->t0_ns);
 		if (err)
 			ret = hook_error(err);
 	}
@@ -120,6 +131,7 @@ static void read2(struct fsal_obj_handle *obj, bool bypass, fsal_async_cb cb, st
 		d->w_off = arg->offset;
 		d->w_len = len;
 	}
+	d->t0_ns = now_ns();
 	PPL_SUBCALL(pexp, h->sub->obj_ops->read2(h->sub, bypass, read_done, arg, d));
 }
 

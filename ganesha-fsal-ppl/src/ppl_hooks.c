@@ -254,7 +254,7 @@ int ppl_hook_commit(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offs
 }
 
 int ppl_hook_read(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset,
-		  struct iovec *iov, int iovcnt, size_t len)
+		  struct iovec *iov, int iovcnt, size_t len, uint64_t read_ns)
 {
 	count(h, f->cls, PPL_OP_READ, len);
 	LogDebug(COMPONENT_FSAL, "PPL: read %s %s (fileid %" PRIu64 ") offset %" PRIu64
@@ -262,7 +262,7 @@ int ppl_hook_read(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset
 		 f->name ? f->name : "(name unknown)", f->fileid, offset, len, iovcnt,
 		 iov_total(iov, iovcnt));
 	if (ppl_class_has_pages(f->cls))
-		return ppl_store_read(h->engine, f->fileid, offset, iov, iovcnt, len);
+		return ppl_store_read(h->engine, f->fileid, offset, iov, iovcnt, len, read_ns);
 	return 0;
 }
 

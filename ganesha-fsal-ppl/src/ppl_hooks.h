@@ -105,8 +105,9 @@ void ppl_hook_write_end(struct ppl_hooks *h, const struct ppl_file *f, uint64_t 
 void ppl_hook_read_begin(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, size_t len);
 void ppl_hook_read_end(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, size_t len);
 int ppl_hook_commit(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, size_t len);
+/* read_ns: how long the sub-FSAL's read took (the READ latency figures) */
 int ppl_hook_read(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset,
-		  struct iovec *iov, int iovcnt, size_t len);
+		  struct iovec *iov, int iovcnt, size_t len, uint64_t read_ns);
 void ppl_hook_resize(struct ppl_hooks *h, const struct ppl_file *f, uint64_t new_size);
 void ppl_hook_unlink(struct ppl_hooks *h, const struct ppl_file *f);
 /* Before a page file is renamed to a name that is not a page file's. */

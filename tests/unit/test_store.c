@@ -33,8 +33,14 @@ static void test_elide_and_read(void)
 
 	/* the exact page: yes, and a read serves it though the file is older */
 	CHECK_EQ_U(ask(&h, 3, image, PS), PPL_ELIDE_ACK);
+	struct ppl_store_figures f0, f1;
+	ppl_store_figures(h.s, &f0);
 	CHECK_EQ_U(host_read(&h, 3, got), 0);
 	CHECK(memcmp(got, image, PS) == 0);
+	/* its latency counts as a rebuilt read's */
+	ppl_store_figures(h.s, &f1);
+	CHECK_EQ_U(f1.read_rebuilt_n, f0.read_rebuilt_n + 1);
+	CHECK_EQ_U(f1.read_plain_n, f0.read_plain_n);
 	read_file(h.ibd_path, got, PS, 3 * PS);
 	CHECK(memcmp(got, image, PS) != 0); /* nothing written to the file yet */
 
@@ -57,8 +63,13 @@ static void test_elide_and_read(void)
 	memcpy(p4, f4, PS);
 	change(&h, 4, 500, 0x11, 8, p4);
 	flush_log(&h);
+	ppl_store_figures(h.s, &f0);
 	CHECK_EQ_U(host_read(&h, 4, got), 0);
 	CHECK(memcmp(got, f4, PS) == 0);
+	/* and its latency as a plain read's */
+	ppl_store_figures(h.s, &f1);
+	CHECK_EQ_U(f1.read_plain_n, f0.read_plain_n + 1);
+	CHECK_EQ_U(f1.read_rebuilt_n, f0.read_rebuilt_n);
 	host_close(&h);
 }
 

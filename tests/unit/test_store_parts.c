@@ -73,15 +73,23 @@ static void test_histogram(void)
 	CHECK_EQ_U(ppl_histogram_percentile(&h, 50), 24);
 	CHECK_EQ_U(ppl_histogram_percentile(&h, 100), 49);
 	CHECK_EQ_U(ppl_histogram_percentile(&h, 1), 0);
-	/* above 64: the upper bound of the power-of-two bucket */
+	/* above 64: the upper bound of its bucket, 1/16 of a power of two */
 	static struct ppl_histogram big;
 	for (int i = 0; i < 98; i++)
 		ppl_histogram_add(&big, 3);
 	ppl_histogram_add(&big, 100);
 	ppl_histogram_add(&big, 5000);
 	CHECK_EQ_U(ppl_histogram_percentile(&big, 50), 3);
-	CHECK_EQ_U(ppl_histogram_percentile(&big, 99), 127);
-	CHECK_EQ_U(ppl_histogram_percentile(&big, 100), 8191);
+	CHECK_EQ_U(ppl_histogram_percentile(&big, 99), 103);   /* [100, 104) */
+	CHECK_EQ_U(ppl_histogram_percentile(&big, 100), 5119); /* [4864, 5120) */
+	/* every value lies in its bucket, and the bucket is at most 1/16 wide */
+	for (uint64_t v = 64; v < (1ull << 40); v = v * 3 / 2 + 7) {
+		static struct ppl_histogram one;
+		memset(&one, 0, sizeof(one));
+		ppl_histogram_add(&one, v);
+		uint64_t top = ppl_histogram_percentile(&one, 100);
+		CHECK(top >= v && top - v <= v / 16);
+	}
 	ppl_histogram_add(&big, UINT64_MAX);
 	CHECK_EQ_U(ppl_histogram_percentile(&big, 100), UINT64_MAX);
 }

@@ -1,15 +1,17 @@
-/* A lock-free histogram of small counts (mini-transactions applied per
- * rebuilt read) for the percentiles of the stats line: exact below 64,
- * power-of-two buckets above, so a percentile above 64 is given as the
- * upper bound of its bucket. Writers only add; readers take a snapshot
- * that may be a few counts behind. */
+/* A lock-free histogram for the percentiles of the stats line
+ * (mini-transactions applied per rebuilt read, read latencies in us):
+ * exact below 64, then 16 buckets per power of two, so a percentile above
+ * 64 is the upper bound of its bucket, at most 1/16 above the true value
+ * (fine enough to tell a read 10% slower). Writers only add; readers take
+ * a snapshot that may be a few counts behind. */
 #ifndef PPL_HISTOGRAM_H
 #define PPL_HISTOGRAM_H
 
 #include <stdint.h>
 
 #define PPL_HIST_EXACT 64u
-#define PPL_HIST_BUCKETS (PPL_HIST_EXACT + 58u) /* up to 2^64 */
+#define PPL_HIST_SUB 16u                                        /* buckets per power of two */
+#define PPL_HIST_BUCKETS (PPL_HIST_EXACT + 58u * PPL_HIST_SUB) /* up to 2^64 */
 
 struct ppl_histogram {
 	uint64_t n[PPL_HIST_BUCKETS];

@@ -174,9 +174,12 @@ void ppl_store_log_gone(struct ppl_store *e, uint64_t fileid);
 
 /* A read of a page file filled iov: rebuild the pages the index has
  * records for, in place. 0, or EIO when a page cannot be rebuilt (a wrong
- * page is never served). */
+ * page is never served). read_ns is how long the host's read took (0: not
+ * measured); with the store's own time it makes the READ's latency,
+ * counted as a plain read or, when a page was served rebuilt, a rebuilt
+ * one (issue 17: a rebuilt read must cost about what a plain read does). */
 int ppl_store_read(struct ppl_store *e, uint64_t fileid, uint64_t off, struct iovec *iov, int iovcnt,
-		    size_t len);
+		    size_t len, uint64_t read_ns);
 /* A write to a page file reached the file: whole pages become bases. */
 void ppl_store_write(struct ppl_store *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
 		      size_t len);
@@ -230,7 +233,11 @@ struct ppl_store_figures {
 	struct ppl_node_stats node;
 	struct ppl_page_cache_stats cache;
 	uint64_t reads, pages_rebuilt, rebuild_failures, pages_written, stale_writes;
-	uint64_t mtrs_per_rebuild_p50, mtrs_per_rebuild_p99; /* exact up to 63, then a power-of-two bound */
+	uint64_t mtrs_per_rebuild_p50, mtrs_per_rebuild_p99; /* exact up to 63, then within 1/16 above */
+	/* READ latency percentiles in us (ppl_store_read's read_ns and the
+	 * store's part), for reads that served no page rebuilt and those that did */
+	uint64_t read_plain_n, read_plain_p50_us, read_plain_p99_us;
+	uint64_t read_rebuilt_n, read_rebuilt_p50_us, read_rebuilt_p99_us;
 	struct ppl_latency rebuild_latency; /* ns per page rebuilt for a read (cache hits included) */
 	uint64_t verify_same, verify_diverged, verify_skipped;
 	struct ppl_elision_server_stats service;
