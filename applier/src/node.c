@@ -958,6 +958,15 @@ static void mark_diverged(struct ppl_node *n, uint32_t space, uint32_t page_no)
 unsigned ppl_node_elide(struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t lsn, uint32_t checksum,
 			ppl_node_read_fn read_base, void *read_arg)
 {
+	return ppl_node_elide_rebuilt(n, space, page_no, lsn, checksum, read_base, read_arg, NULL);
+}
+
+unsigned ppl_node_elide_rebuilt(struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t lsn,
+				uint32_t checksum, ppl_node_read_fn read_base, void *read_arg,
+				struct ppl_node_rebuilt *out)
+{
+	if (out)
+		out->filled = false;
 	__atomic_add_fetch(&n->shared.elide_asked, 1, __ATOMIC_RELAXED);
 	uint8_t *frame = aligned_alloc(4096, n->cfg.page_size);
 	if (!frame)
@@ -986,6 +995,7 @@ unsigned ppl_node_elide(struct ppl_node *n, uint32_t space, uint32_t page_no, ui
 		int rd = p->from_init ? (memset(frame, 0, n->cfg.page_size), 0)
 				      : read_base(read_arg, space, page_no, frame);
 		uint64_t base_lsn = p->from_init || rd ? 0 : ppl_page_lsn(frame);
+		uint32_t base_sum = p->from_init || rd ? 0 : ppl_rd4(frame + n->cfg.page_size - 4);
 		enum ppl_apply_status s = rd ? PPL_APPLY_CORRUPT
 					     : rebuild_locked(n, p, space, page_no, frame, UINT64_MAX, &changed, &e);
 		if (rd)
@@ -1002,6 +1012,12 @@ unsigned ppl_node_elide(struct ppl_node *n, uint32_t space, uint32_t page_no, ui
 		 * another checksum: its bytes were changed without redo (a
 		 * tool, a restore); the rebuild has no say, the write goes
 		 * through and is the page's base. Not a divergence. */
+		if (out && verdict == PPL_ELIDE_ACK && changed) {
+			memcpy(out->frame, frame, n->cfg.page_size);
+			out->base_lsn = base_lsn;
+			out->base_sum = base_sum;
+			out->filled = true;
+		}
 		no_redo = verdict == PPL_ELIDE_NACK_CHECKSUM && !changed && ppl_page_lsn(frame) == lsn;
 		if (s == PPL_APPLY_BASE_DAMAGED) {
 			/* Torn by a partial write (the store took it as the file's

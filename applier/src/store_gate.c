@@ -819,7 +819,15 @@ static unsigned decide_page(struct ppl_store *e, struct ppl_node *n, const struc
 	bool was = store_elided_has(e, key);
 	if (!was && !store_elided_put(e, key, true))
 		return PPL_ELIDE_NACK_INTERNAL; /* out of memory: it could not be materialized */
-	unsigned v = ppl_node_elide(n, pg->space, pg->page_no, pg->lsn, pg->checksum, store_read_base, e);
+	/* the page the answer rebuilds goes to the cache for its next read
+	 * (ppl_node_rebuilt); the generation read before the records are */
+	uint64_t gen = e->cache ? ppl_page_cache_generation(e->cache) : 0;
+	struct ppl_node_rebuilt rb = { .frame = e->cache ? aligned_alloc(4096, e->page_size) : NULL };
+	unsigned v = ppl_node_elide_rebuilt(n, pg->space, pg->page_no, pg->lsn, pg->checksum, store_read_base, e,
+					    rb.frame ? &rb : NULL);
+	if (v == PPL_ELIDE_ACK && rb.filled)
+		ppl_page_cache_put(e->cache, gen, pg->space, pg->page_no, rb.base_lsn, rb.base_sum, pg->lsn, rb.frame);
+	free(rb.frame);
 	/* a page elided before stays elided: that older version still
 	 * exists only in its records until MariaDB's write of this one */
 	if (v != PPL_ELIDE_ACK && !was)

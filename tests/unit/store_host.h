@@ -49,6 +49,7 @@ struct host {
 	int nlines;
 	const struct ppl_io *io;     /* the store's file I/O (NULL: POSIX); set after host_make */
 	bool allow_volatile_pool;    /* Allow_Volatile_Pool */
+	size_t page_cache;           /* Page_Cache_Size (0: off) */
 	struct ppl_store *s;
 };
 
@@ -332,6 +333,7 @@ static inline void host_start_threads(struct host *h, unsigned apply_threads)
 	if (rc)
 		printf("start_elision: %s\n", err);
 	CHECK(rc == 0);
+	ppl_store_set_page_cache(h->s, h->page_cache);
 	ppl_store_start_from_disk(h->s);
 	h->clock_ns += 60ull * 1000000000ull; /* past every start-up window */
 }

@@ -73,6 +73,53 @@ static void test_elide_and_read(void)
 	host_close(&h);
 }
 
+/* The page an elision question rebuilt is cached for its next read (an
+ * elided page is mostly one MariaDB evicted, read back unchanged): the
+ * read is a cache hit and serves the same bytes; once a record changes
+ * the page, the read rebuilds it again. */
+static void test_elided_page_cached_for_its_read(void)
+{
+	struct host h;
+	host_make(&h);
+	h.page_cache = 16 * PS;
+	host_start(&h);
+	static uint8_t image[PS], got[PS];
+	read_file(h.ibd_path, image, PS, 6 * PS);
+	change(&h, 6, 300, 0x5a, 40, image);
+	flush_log(&h);
+	CHECK_EQ_U(ask(&h, 6, image, PS), PPL_ELIDE_ACK);
+	struct ppl_store_figures f0, f1;
+	ppl_store_figures(h.s, &f0);
+	CHECK_EQ_U(host_read(&h, 6, got), 0);
+	CHECK(memcmp(got, image, PS) == 0);
+	ppl_store_figures(h.s, &f1);
+	CHECK_EQ_U(f1.cache.hits, f0.cache.hits + 1);
+	CHECK_EQ_U(f1.pages_rebuilt, f0.pages_rebuilt + 1);
+
+	/* MariaDB reads it, changes it and evicts it again: the answer for
+	 * the new version replaces the cached one, and the read serves it */
+	change(&h, 6, 900, 0x6b, 20, image);
+	flush_log(&h);
+	CHECK_EQ_U(ask(&h, 6, image, PS), PPL_ELIDE_ACK);
+	ppl_store_figures(h.s, &f0);
+	CHECK_EQ_U(host_read(&h, 6, got), 0);
+	CHECK(memcmp(got, image, PS) == 0);
+	ppl_store_figures(h.s, &f1);
+	CHECK_EQ_U(f1.cache.hits, f0.cache.hits + 1);
+
+	/* a version not elided, written into the file: a new base, and the
+	 * cached page is never served for it */
+	change(&h, 6, 1500, 0x7c, 16, image);
+	flush_log(&h);
+	host_page_write(&h, 6, image);
+	ppl_store_figures(h.s, &f0);
+	CHECK_EQ_U(host_read(&h, 6, got), 0);
+	CHECK(memcmp(got, image, PS) == 0);
+	ppl_store_figures(h.s, &f1);
+	CHECK_EQ_U(f1.cache.hits, f0.cache.hits);
+	host_close(&h);
+}
+
 /* The checkpoint gate: while a page's records fit under the per-page cap
  * they are kept in the pool and the checkpoint passes; once they do not,
  * the page is marked in the pool, its records stay in the log, and the
@@ -789,6 +836,7 @@ static void test_freed_page_put_back_is_forgotten(void)
 int main(void)
 {
 	test_elide_and_read();
+	test_elided_page_cached_for_its_read();
 	test_gate_keeps_over_cap_pages_in_the_log();
 	test_record_too_large_for_the_pool();
 	test_wrap_guard_materializes();

@@ -155,6 +155,21 @@ typedef int (*ppl_node_read_fn)(void *arg, uint32_t space, uint32_t page_no, uin
 unsigned ppl_node_elide(struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t lsn, uint32_t checksum,
 			ppl_node_read_fn read_base, void *read_arg);
 
+/* What an ACK rebuilt, for the caller's cache of rebuilt pages: an
+ * elided page is most often one MariaDB evicted, and its next read finds
+ * the same base and the same records (a page out of the buffer pool is
+ * not changed), so the read need not rebuild it again. */
+struct ppl_node_rebuilt {
+	uint8_t *frame;    /* page_size bytes, the caller's */
+	uint64_t base_lsn; /* the base it was rebuilt from: its LSN and stored */
+	uint32_t base_sum; /* checksum, both 0 when the log initialized the page */
+	bool filled;       /* an ACK whose rebuild applied records */
+};
+/* ppl_node_elide, and out filled on such an ACK. */
+unsigned ppl_node_elide_rebuilt(struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t lsn,
+				uint32_t checksum, ppl_node_read_fn read_base, void *read_arg,
+				struct ppl_node_rebuilt *out);
+
 /* Verify mode: a full page image is about to be written. If the index can
  * rebuild the page at the image's LSN, the rebuild is compared with the
  * image byte for byte. 1: identical; 0: not comparable (nothing pending
