@@ -31,11 +31,7 @@ def all_tables(db):
 
 
 def check(db):
-    tables = all_tables(db)
-    out = db.sql("CHECK TABLE " + ",".join(tables))
-    rows = [line.split("\t") for line in out.strip().splitlines()]
-    assert rows and all(r[-1] == "OK" for r in rows if r[2] == "status"), out
-    return db.sql("CHECKSUM TABLE " + ",".join(tables))
+    return db.checked(all_tables(db))
 
 
 @pytest.mark.parametrize("mode,page_size", [("io_uring", 16384), ("libaio", 16384), ("sync", 16384),
