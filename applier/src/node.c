@@ -968,7 +968,8 @@ unsigned ppl_node_elide_rebuilt(struct ppl_node *n, uint32_t space, uint32_t pag
 	if (out)
 		out->filled = false;
 	__atomic_add_fetch(&n->shared.elide_asked, 1, __ATOMIC_RELAXED);
-	uint8_t *frame = aligned_alloc(4096, n->cfg.page_size);
+	/* the rebuild happens in the caller's frame when it wants the page */
+	uint8_t *frame = out ? out->frame : aligned_alloc(4096, n->cfg.page_size);
 	if (!frame)
 		return PPL_ELIDE_NACK_INTERNAL;
 	unsigned verdict;
@@ -1013,7 +1014,6 @@ unsigned ppl_node_elide_rebuilt(struct ppl_node *n, uint32_t space, uint32_t pag
 		 * tool, a restore); the rebuild has no say, the write goes
 		 * through and is the page's base. Not a divergence. */
 		if (out && verdict == PPL_ELIDE_ACK && changed) {
-			memcpy(out->frame, frame, n->cfg.page_size);
 			out->base_lsn = base_lsn;
 			out->base_sum = base_sum;
 			out->filled = true;
@@ -1048,7 +1048,8 @@ unsigned ppl_node_elide_rebuilt(struct ppl_node *n, uint32_t space, uint32_t pag
 	if (verdict == PPL_ELIDE_ACK && p && lsn > __atomic_load_n(&p->acked_lsn, __ATOMIC_RELAXED))
 		__atomic_store_n(&((struct npage *)p)->acked_lsn, lsn, __ATOMIC_RELAXED);
 	pthread_rwlock_unlock(&n->lock);
-	free(frame);
+	if (!out)
+		free(frame);
 	if ((verdict == PPL_ELIDE_NACK_CHECKSUM && !no_redo) || verdict == PPL_ELIDE_NACK_UNSUPPORTED)
 		mark_diverged(n, space, page_no);
 	if (verdict == PPL_ELIDE_ACK)

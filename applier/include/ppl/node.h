@@ -160,7 +160,7 @@ unsigned ppl_node_elide(struct ppl_node *n, uint32_t space, uint32_t page_no, ui
  * the same base and the same records (a page out of the buffer pool is
  * not changed), so the read need not rebuild it again. */
 struct ppl_node_rebuilt {
-	uint8_t *frame;    /* page_size bytes, the caller's */
+	uint8_t *frame;    /* page_size bytes, the caller's: the rebuild's work frame */
 	uint64_t base_lsn; /* the base it was rebuilt from: its LSN and stored */
 	uint32_t base_sum; /* checksum, both 0 when the log initialized the page */
 	bool filled;       /* an ACK whose rebuild applied records */
