@@ -84,10 +84,7 @@ static void test_elided_page_cached_for_its_read(void)
 	h.page_cache = 16 * PS;
 	host_start(&h);
 	static uint8_t image[PS], got[PS];
-	read_file(h.ibd_path, image, PS, 6 * PS);
-	change(&h, 6, 300, 0x5a, 40, image);
-	flush_log(&h);
-	CHECK_EQ_U(ask(&h, 6, image, PS), PPL_ELIDE_ACK);
+	elide_one(&h, 6, 300, 0x5a, 40, image);
 	struct ppl_store_figures f0, f1;
 	ppl_store_figures(h.s, &f0);
 	CHECK_EQ_U(host_read(&h, 6, got), 0);
@@ -130,10 +127,7 @@ static void test_gate_keeps_over_cap_pages_in_the_log(void)
 	struct host h;
 	host_open(&h);
 	static uint8_t image[PS], got[PS];
-	read_file(h.ibd_path, image, PS, 3 * PS);
-	change(&h, 3, 200, 0x21, 20, image);
-	flush_log(&h);
-	CHECK_EQ_U(ask(&h, 3, image, PS), PPL_ELIDE_ACK);
+	elide_one(&h, 3, 200, 0x21, 20, image);
 	CHECK_EQ_U(checkpoint(&h, h.l.lsn), 0);
 	struct ppl_store_figures f;
 	ppl_store_figures(h.s, &f);
