@@ -109,16 +109,6 @@ def disk_written(pid):
     return 0
 
 
-def link_bytes():
-    """Bytes through this namespace's loopback, counted once (on lo every
-    byte sent is also received)."""
-    with open("/proc/net/dev") as f:
-        for line in f:
-            if line.strip().startswith("lo:"):
-                return int(line.split(":", 1)[1].split()[0])
-    return 0
-
-
 GATE = re.compile(r"checkpoints held (\d+) \(([\d.]+) s\), log wraps held (\d+) \(([\d.]+) s\)")
 READS = re.compile(r"read latency p50/p99 plain (\d+)/(\d+) us, rebuilt (\d+)/(\d+) us")
 STATS = re.compile(r"PPL: stats periodic for \S+: (.*)")
@@ -212,7 +202,7 @@ class Nodes:
         f = {"compute_cpu": sum(cpu_seconds(p) for p in compute),
              "storage_cpu": cpu_seconds(self.g.pid) if self.g else 0.0,
              "disk": disk_written(self.g.pid if self.g else self.db.proc.pid),
-             "link": link_bytes(), "loadgen_cpu": children_cpu()}
+             "link": pplnode.link_bytes(), "loadgen_cpu": children_cpu()}
         if self.setup == "stack":
             f.update(gate_figures(self.g))
         return f

@@ -131,6 +131,17 @@ def tmpfs_dir():
     return None
 
 
+def link_bytes():
+    """Bytes through this network namespace's loopback, counted once (on lo
+    every byte sent is also received): the compute<->storage link of the
+    two-node mode."""
+    with open("/proc/net/dev") as f:
+        for line in f:
+            if line.strip().startswith("lo:"):
+                return int(line.split(":", 1)[1].split()[0])
+    return 0
+
+
 def inside_netns():
     """In the namespace nothing listens on port 111, and a second rpcbind
     would refuse to start (it locks /run/rpcbind.lock). Ganesha registers

@@ -91,16 +91,6 @@ def fsal_figures(g, timeout=10):
             "page_write_bytes": page_write_bytes, "line": line}
 
 
-def link_bytes():
-    """Bytes through this network namespace's loopback (both directions:
-    on lo every byte sent is also received once)."""
-    with open("/proc/net/dev") as f:
-        for line in f:
-            if line.strip().startswith("lo:"):
-                return int(line.split(":", 1)[1].split()[0])
-    return 0
-
-
 def written_by(pid):
     """Bytes ganesha.nfsd passed to write calls (its files: the log, the data
     files; the pmem pool is written by stores, not calls, and is not here)."""
@@ -113,7 +103,7 @@ def written_by(pid):
 
 def snapshot(g, db, stats_path):
     return {"catcher": catcher_stats(db, stats_path), "fsal": fsal_figures(g),
-            "link": link_bytes(), "wchar": written_by(g.pid)}
+            "link": pplnode.link_bytes(), "wchar": written_by(g.pid)}
 
 
 def catcher_split(c):
