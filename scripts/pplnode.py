@@ -17,6 +17,7 @@ from lib import ganesha as ganesha_lib  # noqa: E402
 from lib import paths  # noqa: E402
 from lib.ganesha import Ganesha, free_port  # noqa: E402,F401
 from lib.mariadb import MariaDB  # noqa: E402
+from lib.pmem import on_tmpfs, tmpfs_dir  # noqa: E402,F401  (scripts find the pool's place here)
 from lib.stack import mount_class  # noqa: E402  (scripts start ppl-mount the tests' way)
 import kernel_nfs  # noqa: E402
 
@@ -107,28 +108,6 @@ def catcher_env(mode, elision_port, token, stats_path):
     return {"LD_PRELOAD": os.path.join(paths.build_dir(), "libcatcher", "libcatcher.so"),
             "LIBCATCHER_MODE": mode, "LIBCATCHER_SERVER": f"127.0.0.1:{elision_port}",
             "LIBCATCHER_TOKEN": token, "LIBCATCHER_TIMEOUT_MS": "2000", "LIBCATCHER_STATS_FILE": stats_path}
-
-
-def on_tmpfs(path):
-    """Whether path's directory is on a tmpfs (a power loss empties it)."""
-    d = os.path.dirname(os.path.abspath(path))
-    best = ("", "")
-    with open("/proc/mounts") as f:
-        for line in f:
-            fields = line.split()
-            mnt = fields[1]
-            if (d == mnt or d.startswith(mnt.rstrip("/") + "/")) and len(mnt) > len(best[0]):
-                best = (mnt, fields[2])
-    return best[1] == "tmpfs"
-
-
-def tmpfs_dir():
-    with open("/proc/mounts") as f:
-        for line in f:
-            fields = line.split()
-            if fields[1] == "/dev/shm" and fields[2] == "tmpfs":
-                return "/dev/shm"
-    return None
 
 
 def link_bytes():

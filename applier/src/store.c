@@ -274,6 +274,13 @@ int ppl_store_start_elision(struct ppl_store *e, const struct ppl_config *c, cha
 			 "without a clean stop loses them (the export then refuses the datadir: restore it from a "
 			 "backup), and a torn page write at a power loss has no doublewrite slot to repair it",
 			 e->exportdir, c->pool_path);
+	else if (!h.is_pmem)
+		SLOG(e, PPL_LOG_WARN, "PPL: %s: pool %s is on a disk-backed file system, not a DAX mount of "
+			 "persistent memory: every persist is an msync to the disk, paid by each elision and by "
+			 "MariaDB's checkpoint writes, which wait while the checkpoint gate settles the pages a flush "
+			 "elided (milliseconds per checkpoint, where DAX or tmpfs take microseconds). Put the pool "
+			 "on a DAX mount of NVDIMM (or, for tests, tmpfs with Allow_Volatile_Pool = true)",
+			 e->exportdir, c->pool_path);
 	/* A pool that may keep nothing and holds nothing now never will: its
 	 * loss costs nothing, and a new pool may take its place. */
 	struct ppl_pool_usage u;
