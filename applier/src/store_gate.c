@@ -502,12 +502,17 @@ static int chunk_to_pool(void *arg, uint64_t start_lsn, uint64_t end_lsn, bool f
  * like any other page. InnoDB writes page 0 when it creates a file, so
  * this is the rule; a file whose page 0 was never written (zeros: every
  * write of it elided) is the exception, materialized. */
+static bool names_space(const uint8_t *p0, size_t ps, uint32_t space)
+{
+	return ppl_page_crc_ok(p0, ps) && ppl_page_no(p0) == 0 && ppl_page_space(p0) == space &&
+	       ppl_rd4(p0 + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_ID) == space;
+}
+
 static bool page0_names_space(struct ppl_store *e, uint32_t space, uint64_t ino)
 {
 	uint8_t *p0 = aligned_alloc(4096, e->page_size);
 	bool ok = p0 != NULL && ppl_datadir_read_page_of(e->dd, space, ino, 0, p0, e->page_size) == 0 &&
-		  ppl_page_crc_ok(p0, e->page_size) && ppl_page_no(p0) == 0 && ppl_page_space(p0) == space &&
-		  ppl_rd4(p0 + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_ID) == space;
+		  names_space(p0, e->page_size, space);
 	free(p0);
 	return ok;
 }
@@ -813,6 +818,20 @@ static unsigned decide_page(struct ppl_store *e, struct ppl_node *n, const struc
 	char path[4096];
 	if (ppl_datadir_path(e->dd, pg->space, path, sizeof(path)) != 0)
 		return PPL_ELIDE_NACK_UNKNOWN_FILE;
+	/* Page 0 of a file whose own page 0 does not name its space yet (a
+	 * file InnoDB just created: its header exists only in the buffer
+	 * pool and the log) is not elided: MariaDB's write names the file.
+	 * Elided, it would have to be written into the file at the next
+	 * checkpoint, holding MariaDB's checkpoint write (settle), because a
+	 * restart finds a space's file by its page 0. */
+	if (pg->page_no == 0) {
+		uint8_t *p0 = aligned_alloc(4096, e->page_size);
+		bool named = p0 != NULL && store_read_base(e, pg->space, 0, p0) == 0 &&
+			     names_space(p0, e->page_size, pg->space);
+		free(p0);
+		if (!named)
+			return PPL_ELIDE_NACK_UNKNOWN_FILE;
+	}
 	/* recorded before the answer leaves: a checkpoint write can only
 	 * follow the elided write */
 	uint64_t key = (uint64_t)pg->space << 32 | pg->page_no;
