@@ -632,6 +632,18 @@ int ppl_node_log_durable(struct ppl_node *n, uint64_t lsn)
 	return reader_done(n, ppl_redo_durable(n->reader, lsn));
 }
 
+int ppl_node_log_durable_if_whole(struct ppl_node *n, uint64_t lsn)
+{
+	if (!n->reader)
+		return -1;
+	pthread_rwlock_wrlock(&n->lock);
+	if (!ppl_redo_reaches(n->reader, lsn)) {
+		pthread_rwlock_unlock(&n->lock);
+		return 0;
+	}
+	return reader_done(n, ppl_redo_durable(n->reader, lsn)) == 0 ? 1 : -1;
+}
+
 int ppl_node_log_live(struct ppl_node *n)
 {
 	if (!n->reader)
@@ -1071,14 +1083,82 @@ static bool describe_diff(const uint8_t *a, const uint8_t *b, size_t ps, char *w
 	return true;
 }
 
-int ppl_node_verify(struct ppl_node *n, const uint8_t *image, ppl_node_read_fn read_base, void *read_arg)
+const char *ppl_verify_skip_name(enum ppl_verify_skip s)
+{
+	static const char *const names[PPL_VERIFY_SKIP_COUNT] = {
+		[PPL_VERIFY_COMPARED] = "compared",
+		[PPL_VERIFY_NOT_FULL_CRC32] = "not_full_crc32",
+		[PPL_VERIFY_PAGE_COMPRESSED] = "page_compressed",
+		[PPL_VERIFY_OTHER_PAGE] = "other_page",
+		[PPL_VERIFY_NO_LSN] = "lsn_0",
+		[PPL_VERIFY_NO_INDEX] = "no_index",
+		[PPL_VERIFY_LOG_BEHIND] = "log_behind",
+		[PPL_VERIFY_TOOL_OVER_ELIDED] = "tool_over_elided",
+		[PPL_VERIFY_DIVERGED_BEFORE] = "diverged_before",
+		[PPL_VERIFY_BASE_DAMAGED] = "base_damaged",
+		[PPL_VERIFY_NO_REDO] = "no_redo",
+		[PPL_VERIFY_OLDER] = "older_than_file",
+		[PPL_VERIFY_NO_BASE] = "no_base",
+		[PPL_VERIFY_NOT_REACHED] = "records_short",
+		[PPL_VERIFY_RECORDS_GONE] = "records_gone",
+	};
+	return (unsigned)s < PPL_VERIFY_SKIP_COUNT && names[s] ? names[s] : "?";
+}
+
+bool ppl_verify_skip_explained(enum ppl_verify_skip s)
+{
+	return s != PPL_VERIFY_NOT_REACHED && s != PPL_VERIFY_RECORDS_GONE && s != PPL_VERIFY_NO_BASE &&
+	       s != PPL_VERIFY_LOG_BEHIND;
+}
+
+/* No record of the page lies at or below the image's LSN: the page the
+ * node serves is its file's (records above the LSN, if any, came later).
+ * Comparable when the file holds the page at that very LSN; at an older
+ * one, the records between are missing from the index. */
+static int verify_against_file(const uint8_t *image, const uint8_t *file, int rd, size_t ps,
+			       enum ppl_verify_skip *skip)
+{
+	uint64_t lsn = ppl_page_lsn(image);
+	if (rd != 0 || !ppl_page_crc_ok(file, ps)) {
+		/* beyond the file's end, or zeros: a page InnoDB writes
+		 * first with records the index no longer holds */
+		*skip = PPL_VERIFY_NO_BASE;
+		return 0;
+	}
+	if (ppl_page_lsn(file) > lsn) {
+		*skip = PPL_VERIFY_OLDER; /* a client's replay (keep_newer_pages) */
+		return 0;
+	}
+	if (ppl_page_lsn(file) < lsn) {
+		*skip = PPL_VERIFY_RECORDS_GONE;
+		return 0;
+	}
+	if (memcmp(file, image, ps) == 0)
+		return 1;
+	*skip = PPL_VERIFY_NO_REDO; /* other bytes at the same LSN */
+	return 0;
+}
+
+int ppl_node_verify(struct ppl_node *n, const uint8_t *image, ppl_node_read_fn read_base, void *read_arg,
+		    enum ppl_verify_skip *skip_out)
 {
 	size_t ps = n->cfg.page_size;
 	uint32_t space = ppl_page_space(image), page_no = ppl_page_no(image);
 	uint64_t lsn = ppl_page_lsn(image);
-	uint8_t *frame = aligned_alloc(4096, ps);
-	if (!frame)
+	enum ppl_verify_skip skip = PPL_VERIFY_COMPARED, ignored;
+	if (skip_out == NULL)
+		skip_out = &ignored;
+	if (lsn == 0) {
+		/* written without redo (a new file's pages, IMPORT): the
+		 * log says nothing of it */
+		*skip_out = PPL_VERIFY_NO_LSN;
 		return 0;
+	}
+	uint8_t *frame = aligned_alloc(4096, ps);
+	if (!frame) {
+		*skip_out = PPL_VERIFY_NO_BASE;
+		return 0;
+	}
 	int result = 0;
 	bool no_redo = false, damaged = false, not_mariadb = false; /* as in ppl_node_elide */
 	char types[200] = "", why[200] = "";
@@ -1089,7 +1169,10 @@ int ppl_node_verify(struct ppl_node *n, const uint8_t *image, ppl_node_read_fn r
 		 * acked_lsn): these bytes are a tool's, whatever they hold,
 		 * and the write is the page's base (ppl_node_page_written). */
 		not_mariadb = true;
-	} else if (p && p->head && !p->diverged && p->head->start < lsn) {
+		skip = PPL_VERIFY_TOOL_OVER_ELIDED;
+	} else if (p && p->diverged) {
+		skip = PPL_VERIFY_DIVERGED_BEFORE; /* reported when it diverged */
+	} else if (p && p->head && p->head->start < lsn) {
 		bool changed = false;
 		struct ppl_apply_error e;
 		int rd = read_base(read_arg, space, page_no, frame);
@@ -1112,14 +1195,19 @@ int ppl_node_verify(struct ppl_node *n, const uint8_t *image, ppl_node_read_fn r
 		}
 		if (rd == 0)
 			s = rebuild_locked(n, p, space, page_no, frame, lsn, &changed, &e);
-		if (rd == 0 && s == PPL_APPLY_BASE_DAMAGED) {
+		if (no_redo) {
+			skip = PPL_VERIFY_NO_REDO;
+		} else if (rd != 0) {
+			skip = PPL_VERIFY_NO_BASE;
+		} else if (s == PPL_APPLY_BASE_DAMAGED) {
 			/* nothing to compare with: the write is the page's base */
 			snprintf(why, sizeof why, "%s", e.msg);
 			damaged = true;
-		} else if (rd == 0 && s != PPL_APPLY_OK) {
+			skip = PPL_VERIFY_BASE_DAMAGED;
+		} else if (s != PPL_APPLY_OK) {
 			result = -1;
 			snprintf(why, sizeof why, "the records do not apply: %s", e.msg);
-		} else if (rd == 0 && ppl_page_lsn(frame) == lsn) {
+		} else if (ppl_page_lsn(frame) == lsn) {
 			result = describe_diff(frame, image, ps, why, sizeof why) ? -1 : 1;
 			/* Nothing applied: the "rebuild" is the file's page, at
 			 * the written LSN. Other bytes at the same LSN are a
@@ -1130,10 +1218,15 @@ int ppl_node_verify(struct ppl_node *n, const uint8_t *image, ppl_node_read_fn r
 			if (result < 0 && !changed) {
 				no_redo = true;
 				result = 0;
+				skip = PPL_VERIFY_NO_REDO;
 			}
+		} else {
+			skip = PPL_VERIFY_NOT_REACHED; /* the records end short of the LSN */
 		}
 		if (result < 0)
 			record_types(p, types, sizeof types);
+	} else {
+		result = verify_against_file(image, frame, read_base(read_arg, space, page_no, frame), ps, &skip);
 	}
 	pthread_rwlock_unlock(&n->lock);
 	if (not_mariadb)
@@ -1143,7 +1236,7 @@ int ppl_node_verify(struct ppl_node *n, const uint8_t *image, ppl_node_read_fn r
 	if (damaged)
 		say(n, "page %u:%u is written at LSN %llu over a page that cannot be rebuilt (%s): not compared; it is "
 		    "the page's base from now on", space, page_no, (unsigned long long)lsn, why);
-	if (no_redo)
+	if (no_redo && why[0])
 		say(n, "page %u:%u is written at LSN %llu with other bytes than its file holds at that LSN (%s), and no "
 		    "record lies between: changed without redo (a tool or a restore wrote it), not compared; it is "
 		    "the page's base from now on", space, page_no, (unsigned long long)lsn, why);
@@ -1154,6 +1247,7 @@ int ppl_node_verify(struct ppl_node *n, const uint8_t *image, ppl_node_read_fn r
 		mark_diverged(n, space, page_no);
 	}
 	free(frame);
+	*skip_out = result == 0 ? skip : PPL_VERIFY_COMPARED;
 	return result;
 }
 

@@ -471,6 +471,21 @@ int ppl_redo_durable(struct ppl_redo_reader *r, uint64_t lsn)
 	return parse(r);
 }
 
+bool ppl_redo_reaches(const struct ppl_redo_reader *r, uint64_t lsn)
+{
+	if (r->state == PPL_REDO_CORRUPT || !r->started || lsn < r->lsn || lsn - r->lsn > r->fill)
+		return false;
+	size_t pos = 0, end = (size_t)(lsn - r->lsn);
+	while (pos < end) {
+		size_t total, rl;
+		if (r->d->frame(r->buf + pos, end - pos, r->lsn + pos, r->hdr.first_lsn, r->capacity, &total, &rl) !=
+		    PPL_FRAME_OK)
+			return false;
+		pos += total;
+	}
+	return true;
+}
+
 int ppl_redo_start_at(struct ppl_redo_reader *r, uint64_t lsn)
 {
 	if (!r->have_hdr || lsn < r->hdr.first_lsn)

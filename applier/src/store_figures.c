@@ -61,11 +61,28 @@ static int format_verify(struct ppl_store *e, char *buf, size_t len)
 {
 	if (!e->verify)
 		return 0;
-	return snprintf(buf, len, "; verify: %" PRIu64 " page writes identical to the rebuild, %" PRIu64
-			" diverged, %" PRIu64 " not comparable",
-			__atomic_load_n(&e->verify_same, __ATOMIC_RELAXED),
-			__atomic_load_n(&e->verify_diverged, __ATOMIC_RELAXED),
-			__atomic_load_n(&e->verify_skipped, __ATOMIC_RELAXED));
+	uint64_t skip[PPL_VERIFY_SKIP_COUNT], all = 0, unexplained = 0;
+	for (unsigned i = 1; i < PPL_VERIFY_SKIP_COUNT; i++) {
+		skip[i] = __atomic_load_n(&e->verify_skip[i], __ATOMIC_RELAXED);
+		all += skip[i];
+		if (!ppl_verify_skip_explained((enum ppl_verify_skip)i))
+			unexplained += skip[i];
+	}
+	int n = snprintf(buf, len, "; verify: %" PRIu64 " page writes identical to the rebuild, %" PRIu64
+			 " diverged, %" PRIu64 " not comparable", __atomic_load_n(&e->verify_same, __ATOMIC_RELAXED),
+			 __atomic_load_n(&e->verify_diverged, __ATOMIC_RELAXED), all);
+	const char *sep = " (";
+	for (unsigned i = 1; i < PPL_VERIFY_SKIP_COUNT; i++) {
+		if (skip[i] == 0)
+			continue;
+		n += snprintf(buf + n, (size_t)n < len ? len - (size_t)n : 0, "%s%s %" PRIu64, sep,
+			      ppl_verify_skip_name((enum ppl_verify_skip)i), skip[i]);
+		sep = ", ";
+	}
+	if (all)
+		n += snprintf(buf + n, (size_t)n < len ? len - (size_t)n : 0, "; unexplained %" PRIu64 ")",
+			      unexplained);
+	return n;
 }
 
 static int format_elision(struct ppl_store *e, char *buf, size_t len)
@@ -124,7 +141,13 @@ void ppl_store_figures(struct ppl_store *e, struct ppl_store_figures *f)
 	f->verify = e->verify;
 	f->verify_same = __atomic_load_n(&e->verify_same, __ATOMIC_RELAXED);
 	f->verify_diverged = __atomic_load_n(&e->verify_diverged, __ATOMIC_RELAXED);
-	f->verify_skipped = __atomic_load_n(&e->verify_skipped, __ATOMIC_RELAXED);
+	f->verify_skipped = f->verify_unexplained = 0;
+	for (unsigned i = 1; i < PPL_VERIFY_SKIP_COUNT; i++) {
+		f->verify_skip[i] = __atomic_load_n(&e->verify_skip[i], __ATOMIC_RELAXED);
+		f->verify_skipped += f->verify_skip[i];
+		if (!ppl_verify_skip_explained((enum ppl_verify_skip)i))
+			f->verify_unexplained += f->verify_skip[i];
+	}
 	f->elision = e->elision != NULL;
 	if (e->elision)
 		ppl_elision_server_get_stats(e->elision, &f->service);

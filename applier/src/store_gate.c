@@ -800,20 +800,9 @@ static unsigned decide_page(struct ppl_store *e, struct ppl_node *n, const struc
 	 * never elided */
 	if (pg->page_size != e->page_size || pg->page_size > e->dw_page_size)
 		return PPL_ELIDE_NACK_PAGE_SIZE;
-	if (ppl_node_parsed_lsn(n) < pg->lsn) {
-		/* The question itself says the log is durable up to its LSN
-		 * (InnoDB flushes the log before it writes a page): bytes of
-		 * the last, provisional log write below it become final. */
-		pthread_mutex_lock(&e->log_lock);
-		if (e->started && !e->stopped && e->node == n) {
-			if (ppl_node_log_durable(n, pg->lsn) != 0)
-				store_stop_ingest(e, ppl_node_error(n));
-			store_after_restart_parse(e, false);
-		}
-		pthread_mutex_unlock(&e->log_lock);
-		if (STOPPED(e) || ppl_node_parsed_lsn(n) < pg->lsn)
-			return PPL_ELIDE_NACK_NOT_DURABLE;
-	}
+	/* the question itself says the log is durable up to its LSN */
+	if (!store_log_vouched(e, n, pg->lsn, false))
+		return PPL_ELIDE_NACK_NOT_DURABLE;
 	/* only pages it could materialize before a checkpoint passes them */
 	char path[4096];
 	if (ppl_datadir_path(e->dd, pg->space, path, sizeof(path)) != 0)

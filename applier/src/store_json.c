@@ -86,6 +86,12 @@ static json_object *stats_json(struct ppl_store *e)
 		put_u64(x, "identical", f.verify_same);
 		put_u64(x, "diverged", f.verify_diverged);
 		put_u64(x, "not_comparable", f.verify_skipped);
+		json_object *c = json_object_new_object();
+		for (unsigned i = 1; i < PPL_VERIFY_SKIP_COUNT; i++)
+			if (f.verify_skip[i])
+				put_u64(c, ppl_verify_skip_name((enum ppl_verify_skip)i), f.verify_skip[i]);
+		json_object_object_add(x, "not_comparable_by_cause", c);
+		put_u64(x, "unexplained", f.verify_unexplained);
 		json_object_object_add(o, "verify", x);
 	}
 	if (f.elision) {

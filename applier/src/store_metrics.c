@@ -78,6 +78,13 @@ char *ppl_store_metrics(struct ppl_store *e)
 	ppl_om_sample(&m, "ppl_verify_pages_total", "result", "identical", f.verify_same);
 	ppl_om_sample(&m, "ppl_verify_pages_total", "result", "diverged", f.verify_diverged);
 	ppl_om_sample(&m, "ppl_verify_pages_total", "result", "not_comparable", f.verify_skipped);
+	ppl_om_family(&m, "ppl_verify_not_comparable", "counter", NULL,
+		      "Page writes verify mode did not compare, by cause; log_behind, records_short, "
+		      "records_gone and no_base are unexplained (a page written before its log, or records "
+		      "the index lost)");
+	for (unsigned i = 1; i < PPL_VERIFY_SKIP_COUNT; i++)
+		ppl_om_sample(&m, "ppl_verify_not_comparable_total", "cause",
+			      ppl_verify_skip_name((enum ppl_verify_skip)i), f.verify_skip[i]);
 
 	if (f.elision) {
 		ppl_om_counter(&m, "ppl_elision_requests", NULL, "Elision questions asked by libcatcher",

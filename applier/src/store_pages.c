@@ -384,8 +384,12 @@ static void stripes_leave(struct ppl_store *e, uint64_t fileid, uint64_t off, si
 	pthread_mutex_unlock(&e->stripe_lock);
 }
 
-/* Verify mode: each whole page about to be written, against the page the
- * index rebuilds at its LSN from the data file (not yet overwritten). */
+/* Verify mode: each whole page about to be written, against the page this
+ * node would serve at its LSN (the index's rebuild from the data file, not
+ * yet overwritten, or the file's page). The write vouches for the log up
+ * to its LSN (WAL), so the log's last, provisional write is parsed first:
+ * records below the LSN still unparsed would make the page look short of
+ * them. */
 static void verify_write(struct ppl_store *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len)
 {
 	size_t ps = e->page_size;
@@ -396,7 +400,11 @@ static void verify_write(struct ppl_store *e, uint64_t off, const struct iovec *
 		return;
 	rcu_read_lock();
 	struct ppl_node *n = store_node_of(e);
-	for (uint64_t p = off; n && p + ps <= off + len; p += ps) {
+	for (uint64_t p = off; p + ps <= off + len; p += ps) {
+		if (n == NULL) {
+			__atomic_add_fetch(&e->verify_skip[PPL_VERIFY_NO_INDEX], 1, __ATOMIC_RELAXED);
+			continue;
+		}
 		store_iov_copy((struct iovec *)iov, iovcnt, p - off, frame, ps, true);
 		/* Only a plain full_crc32 page is what the log describes:
 		 * ROW_FORMAT=COMPRESSED files (other page sizes, old
@@ -405,12 +413,19 @@ static void verify_write(struct ppl_store *e, uint64_t off, const struct iovec *
 		 * does not produce, and are never elided (libcatcher) or
 		 * rebuilt (store_served_rebuilt): not comparable. */
 		uint16_t type = ppl_page_type(frame);
-		if (!ppl_page_crc_ok(frame, ps) || (type & 0x8000u) || type == 34354u || type == 37401u) {
-			__atomic_add_fetch(&e->verify_skipped, 1, __ATOMIC_RELAXED);
-			continue;
-		}
-		int r = ppl_node_verify(n, frame, store_read_base, e);
-		__atomic_add_fetch(r > 0 ? &e->verify_same : r < 0 ? &e->verify_diverged : &e->verify_skipped, 1,
+		enum ppl_verify_skip skip = PPL_VERIFY_COMPARED;
+		int r = 0;
+		if ((type & 0x8000u) || type == 34354u || type == 37401u)
+			skip = PPL_VERIFY_PAGE_COMPRESSED;
+		else if (!ppl_page_crc_ok(frame, ps))
+			skip = PPL_VERIFY_NOT_FULL_CRC32;
+		else if (ppl_page_no(frame) != p / ps)
+			skip = PPL_VERIFY_OTHER_PAGE; /* a copy of another page (doublewrite buffer) */
+		else if (!store_log_vouched(e, n, ppl_page_lsn(frame), true))
+			skip = STOPPED(e) ? PPL_VERIFY_NO_INDEX : PPL_VERIFY_LOG_BEHIND;
+		else
+			r = ppl_node_verify(n, frame, store_read_base, e, &skip);
+		__atomic_add_fetch(r > 0 ? &e->verify_same : r < 0 ? &e->verify_diverged : &e->verify_skip[skip], 1,
 				   __ATOMIC_RELAXED);
 	}
 	rcu_read_unlock();

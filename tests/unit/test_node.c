@@ -168,14 +168,51 @@ int main(void)
 	CHECK_EQ_U(ppl_node_elide(n, 5, 9, lsn2 + 1, crc2, read_disk, NULL), PPL_ELIDE_NACK_UNKNOWN_PAGE);
 
 	/* Verify mode: a written page equal to the rebuild at its LSN, one
-	 * that differs (reported, diverged), nothing to compare with. */
-	CHECK_EQ_U(ppl_node_verify(n, p10, read_disk, NULL), 1);
+	 * that differs (reported, diverged), then the diverged page again:
+	 * written in full since, not compared. */
+	enum ppl_verify_skip skip = PPL_VERIFY_SKIP_COUNT;
+	CHECK_EQ_U(ppl_node_verify(n, p10, read_disk, NULL, &skip), 1);
+	CHECK_EQ_U(skip, PPL_VERIFY_COMPARED);
 	p10[1000] ^= 1;
-	CHECK_EQ_U(ppl_node_verify(n, p10, read_disk, NULL), -1);
+	CHECK_EQ_U(ppl_node_verify(n, p10, read_disk, NULL, &skip), -1);
 	CHECK(ppl_node_page_info(n, 5, 10, &info) && info.diverged);
 	p10[1000] ^= 1;
-	CHECK_EQ_U(ppl_node_verify(n, p10, read_disk, NULL), 0);
-	CHECK_EQ_U(ppl_node_verify(n, disk, read_disk, NULL), 0);
+	CHECK_EQ_U(ppl_node_verify(n, p10, read_disk, NULL, &skip), 0);
+	CHECK_EQ_U(skip, PPL_VERIFY_DIVERGED_BEFORE);
+
+	/* Nothing pending for page 9: the page this node serves is its
+	 * file's, so a write at the file's LSN is compared with it; other
+	 * bytes at that LSN are a change without redo, an older LSN a
+	 * client's replay, a newer one records the index should have held
+	 * (unexplained), LSN 0 a page written without redo. */
+	uint8_t w9[PS];
+	ppl_node_page_written(n, disk, 0); /* page 9's elision above is over */
+	memcpy(w9, disk, PS);
+	CHECK_EQ_U(ppl_node_verify(n, w9, read_disk, NULL, &skip), 1);
+	CHECK_EQ_U(skip, PPL_VERIFY_COMPARED);
+	w9[2000] ^= 1;
+	ppl_page_stamp(w9, PS, ppl_page_lsn(disk));
+	CHECK_EQ_U(ppl_node_verify(n, w9, read_disk, NULL, &skip), 0);
+	CHECK_EQ_U(skip, PPL_VERIFY_NO_REDO);
+	CHECK(!ppl_node_page_info(n, 5, 9, &info));
+	ppl_page_stamp(w9, PS, ppl_page_lsn(disk) - 1);
+	CHECK_EQ_U(ppl_node_verify(n, w9, read_disk, NULL, &skip), 0);
+	CHECK_EQ_U(skip, PPL_VERIFY_OLDER);
+	ppl_page_stamp(w9, PS, ppl_page_lsn(disk) + 1);
+	CHECK_EQ_U(ppl_node_verify(n, w9, read_disk, NULL, &skip), 0);
+	CHECK_EQ_U(skip, PPL_VERIFY_RECORDS_GONE);
+	CHECK(!ppl_verify_skip_explained(skip));
+	ppl_page_stamp(w9, PS, 0);
+	CHECK_EQ_U(ppl_node_verify(n, w9, read_disk, NULL, &skip), 0);
+	CHECK_EQ_U(skip, PPL_VERIFY_NO_LSN);
+	CHECK(ppl_verify_skip_explained(skip));
+	/* a page whose file cannot give it (read_disk knows only page 9) */
+	w9[PPL_FIL_PAGE_OFFSET + 3] = 99; /* page 99 */
+	ppl_page_stamp(w9, PS, ppl_page_lsn(disk));
+	CHECK_EQ_U(ppl_node_verify(n, w9, read_disk, NULL, &skip), 0);
+	CHECK_EQ_U(skip, PPL_VERIFY_NO_BASE);
+	for (unsigned i = 0; i < PPL_VERIFY_SKIP_COUNT; i++)
+		CHECK(strcmp(ppl_verify_skip_name((enum ppl_verify_skip)i), "?") != 0);
 
 	/* A write at the LSN of the page its file holds, no record applied
 	 * (the only one lies below that LSN), other bytes: a change without
@@ -187,9 +224,10 @@ int main(void)
 		CHECK(ppl_node_add_chunk(n3, 5, 9, 1, ppl_page_lsn(disk), false, rec, 4) == 0);
 		uint8_t tampered[PS];
 		memcpy(tampered, disk, PS);
-		CHECK_EQ_U(ppl_node_verify(n3, tampered, read_disk, NULL), 1);
+		CHECK_EQ_U(ppl_node_verify(n3, tampered, read_disk, NULL, NULL), 1);
 		tampered[24] ^= 0x42; /* FIL_PAGE_TYPE, as innodb.alter_kill does */
-		CHECK_EQ_U(ppl_node_verify(n3, tampered, read_disk, NULL), 0);
+		CHECK_EQ_U(ppl_node_verify(n3, tampered, read_disk, NULL, &skip), 0);
+		CHECK_EQ_U(skip, PPL_VERIFY_NO_REDO);
 		CHECK(ppl_node_page_info(n3, 5, 9, &info) && !info.diverged);
 		/* asked to elide a page of other bytes at the file's LSN:
 		 * refused (the write goes through), not diverged */

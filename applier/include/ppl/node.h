@@ -64,6 +64,10 @@ int ppl_node_log_hold(struct ppl_node *n, uint64_t off, const void *buf, size_t 
 /* The server's log is durable up to lsn (ppl_redo_durable()): parse what
  * the node holds below it. 0, or -1 if the log is damaged. */
 int ppl_node_log_durable(struct ppl_node *n, uint64_t lsn);
+/* The same for a claim that may be wrong: only when the bytes held up to
+ * lsn are whole mini-transactions ending there (ppl_redo_reaches()).
+ * 1 parsed, 0 not (nothing changed), -1 the log is damaged. */
+int ppl_node_log_durable_if_whole(struct ppl_node *n, uint64_t lsn);
 /* A node opened with log_is_file_image has read the log file up to the end
  * of its valid records; from now on it is fed a server's writes. */
 int ppl_node_log_live(struct ppl_node *n);
@@ -170,16 +174,45 @@ unsigned ppl_node_elide_rebuilt(struct ppl_node *n, uint32_t space, uint32_t pag
 				uint32_t checksum, ppl_node_read_fn read_base, void *read_arg,
 				struct ppl_node_rebuilt *out);
 
-/* Verify mode: a full page image is about to be written. If the index can
- * rebuild the page at the image's LSN, the rebuild is compared with the
- * image byte for byte. 1: identical; 0: not comparable (nothing pending
- * for the page, records that do not reach its LSN, or no record applied
- * and other bytes at the file's own LSN: a change without redo, reported
- * through the log but no divergence); -1: they differ,
- * the page is marked diverged (full page writes only) and reported
- * through the config's log with its type, the first differing byte and
- * the record types involved. */
-int ppl_node_verify(struct ppl_node *n, const uint8_t *image, ppl_node_read_fn read_base, void *read_arg);
+/* Why verify mode did not compare a page write, by cause. Those up to
+ * LOG_BEHIND are the host's to tell (it sees the write's offset and form,
+ * and parses the log the write vouches for first); the rest
+ * ppl_node_verify's. Every cause but four says why the log cannot
+ * describe the bytes; those four (log_behind: MariaDB writes a page only
+ * after its log; records_short, records_gone, no_base: records the index
+ * should hold) are counted as unexplained (ppl_verify_skip_explained). */
+enum ppl_verify_skip {
+	PPL_VERIFY_COMPARED = 0,
+	PPL_VERIFY_NOT_FULL_CRC32,   /* another checksum: innodb_checksum_algorithm, ROW_FORMAT=COMPRESSED */
+	PPL_VERIFY_PAGE_COMPRESSED,  /* page_compressed: stored in a form the redo does not produce */
+	PPL_VERIFY_OTHER_PAGE,       /* the image names another page: the doublewrite buffer's copies */
+	PPL_VERIFY_NO_LSN,           /* LSN 0: written without redo (a new file's pages, IMPORT) */
+	PPL_VERIFY_NO_INDEX,         /* no index: ingest stopped or not started */
+	PPL_VERIFY_LOG_BEHIND,       /* an LSN past the log the node holds: written before its log (not WAL) */
+	PPL_VERIFY_TOOL_OVER_ELIDED, /* at or below an elided write's LSN: a tool's bytes */
+	PPL_VERIFY_DIVERGED_BEFORE,  /* the page diverged earlier and is written in full since */
+	PPL_VERIFY_BASE_DAMAGED,     /* the file's page fails its checksum: the write is the new base */
+	PPL_VERIFY_NO_REDO,          /* other bytes than the file's at the file's LSN: a tool, a restore */
+	PPL_VERIFY_OLDER,            /* older than the file's page: a client replaying its writes */
+	PPL_VERIFY_NO_BASE,          /* the file's page unreadable, past its end or not a sound page */
+	PPL_VERIFY_NOT_REACHED,      /* the records end short of the image's LSN */
+	PPL_VERIFY_RECORDS_GONE,     /* nothing pending, yet the file's page is older than the image */
+	PPL_VERIFY_SKIP_COUNT
+};
+const char *ppl_verify_skip_name(enum ppl_verify_skip s);
+bool ppl_verify_skip_explained(enum ppl_verify_skip s);
+
+/* Verify mode: a full page image is about to be written, and compared
+ * byte for byte with the page this node would serve at the image's LSN:
+ * the rebuild from the index when records of the page lie at or below
+ * that LSN, else the file's page when it is at that very LSN. 1:
+ * identical; 0: not comparable, *skip (may be NULL) says why (a change
+ * without redo is reported through the log, no divergence); -1: they
+ * differ, the page is marked diverged (full page writes only) and
+ * reported through the config's log with its type, the first differing
+ * byte and the record types involved. */
+int ppl_node_verify(struct ppl_node *n, const uint8_t *image, ppl_node_read_fn read_base, void *read_arg,
+		    enum ppl_verify_skip *skip);
 
 /* ---- files -------------------------------------------------------------- */
 

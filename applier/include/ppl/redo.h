@@ -130,6 +130,14 @@ int ppl_redo_hold(struct ppl_redo_reader *r, uint64_t off, const void *buf, size
  * for a file image. Returns like ppl_redo_feed(). */
 int ppl_redo_durable(struct ppl_redo_reader *r, uint64_t lsn);
 
+/* Whether the bytes the reader holds from its parse point up to lsn are
+ * whole, valid mini-transactions, the last ending exactly at lsn: what a
+ * server's statement that its log is durable up to lsn must find. A claim
+ * from a source that may be wrong (a page write a tool may have made) is
+ * checked with this first, so that it can never make old buffer contents
+ * final or call an intact log damaged. Changes nothing. */
+bool ppl_redo_reaches(const struct ppl_redo_reader *r, uint64_t lsn);
+
 /* Starts (or restarts) parsing at lsn; needs a parsed header. Record bytes
  * fed before are dropped: call this before feeding the record area. */
 int ppl_redo_start_at(struct ppl_redo_reader *r, uint64_t lsn);

@@ -239,7 +239,10 @@ struct ppl_store_figures {
 	uint64_t read_plain_n, read_plain_p50_us, read_plain_p99_us;
 	uint64_t read_rebuilt_n, read_rebuilt_p50_us, read_rebuilt_p99_us;
 	struct ppl_latency rebuild_latency; /* ns per page rebuilt for a read (cache hits included) */
-	uint64_t verify_same, verify_diverged, verify_skipped;
+	/* not compared: in all, by cause, and of those the causes that would
+	 * mean lost records (ppl_verify_skip_explained) */
+	uint64_t verify_same, verify_diverged, verify_skipped, verify_unexplained;
+	uint64_t verify_skip[PPL_VERIFY_SKIP_COUNT];
 	struct ppl_elision_server_stats service;
 	uint64_t materialized, checkpoints_held, checkpoint_wait_ns;
 	/* log writes held by the wrap guard, for how long, pages it wrote;
