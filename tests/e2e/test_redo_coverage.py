@@ -32,7 +32,7 @@ import subprocess
 import pytest
 
 from lib.mariadb import MariaDB
-from lib.stack import STORAGE_FAILURES, Stack, require_stack
+from lib.stack import STORAGE_FAILURES, Stack, require_stack, verify_counts
 
 MODES = ("elide", "passthrough")
 BASE = ["--innodb-buffer-pool-size=16M", "--innodb-log-file-size=16M", "--innodb-doublewrite=0",
@@ -83,14 +83,13 @@ def assert_verified(s, catcher_mode, at_least=1):
         return
     log = s.storage_log()
     assert "Verify=on" in log
-    lines = re.findall(r"PPL: stats at unexport .*verify: (\d+) page writes identical to the rebuild, (\d+) diverged, "
-                       r"(\d+) not comparable", log)
-    assert lines, log[-3000:]
-    same = sum(int(m[0]) for m in lines)
-    diverged = sum(int(m[1]) for m in lines)
+    counts = verify_counts(log)
+    assert counts, log[-3000:]
+    same = sum(v["same"] for v in counts)
+    diverged = sum(v["diverged"] for v in counts)
     divergences = re.findall(r"divergence \(verify\).*", log)
     assert diverged == 0 and not divergences, (diverged, divergences[:5])
-    assert same >= at_least, lines
+    assert same >= at_least, [v["text"] for v in counts]
 
 
 def check_tables(db, tables):

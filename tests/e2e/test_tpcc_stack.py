@@ -11,13 +11,12 @@
   byte for byte with the storage node's rebuild at its LSN: zero
   divergences.
 """
-import re
 
 import pytest
 
 from lib import tpcc
 from lib.mariadb import MariaDB
-from lib.stack import Stack, require_stack
+from lib.stack import Stack, require_stack, verify_counts
 
 OPTIONS = ["--innodb-buffer-pool-size=8M", "--innodb-log-file-size=16M", "--innodb-doublewrite=0",
            "--innodb-flush-method=O_DIRECT", "--innodb-flush-log-at-trx-commit=1",
@@ -86,7 +85,7 @@ def test_tpcc_verify_mode_zero_divergences(tmp_path, local_sums):
         s.assert_storage_clean()
     finally:
         s.stop()
-    lines = [line for line in s.storage_log().splitlines() if "PPL: stats at unexport" in line]
-    m = re.search(r"verify: (\d+) page writes identical to the rebuild, (\d+) diverged", lines[-1])
-    assert m, lines[-1]
-    assert int(m.group(1)) > 500 and int(m.group(2)) == 0, m.group(0)
+    counts = verify_counts(s.storage_log())
+    assert counts, s.storage_log()[-3000:]
+    v = counts[-1]
+    assert v["same"] > 500 and v["diverged"] == 0 and v["unexplained"] == 0, v["text"]

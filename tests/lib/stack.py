@@ -16,6 +16,7 @@ stopped by pid.
 """
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -57,6 +58,26 @@ TOKEN = "stack-test-token"
 # Lines the storage node writes only when something went wrong.
 STORAGE_FAILURES = ("cannot be rebuilt", "READ fails", "redo ingest stopped", "could not be materialized",
                     "cannot be materialized", "is refused", "divergence")
+
+
+VERIFY_LINE = re.compile(r"PPL: stats at unexport .*?verify: (\d+) page writes identical to the rebuild, (\d+) "
+                         r"diverged, (\d+) not comparable(?: \(([^;)]*); unexplained (\d+)\))?")
+
+
+def verify_counts(log):
+    """Verify mode's counts in each stats line at unexport of a storage
+    node's log: [{"same", "diverged", "skipped", "unexplained", "causes"}]
+    (causes: {name: count} of the page writes not compared)."""
+    out = []
+    for m in VERIFY_LINE.finditer(log):
+        causes = {}
+        for part in (m.group(4) or "").split(", "):
+            if part:
+                name, n = part.rsplit(" ", 1)
+                causes[name] = int(n)
+        out.append({"same": int(m.group(1)), "diverged": int(m.group(2)), "skipped": int(m.group(3)),
+                    "unexplained": int(m.group(5) or 0), "causes": causes, "text": m.group(0)})
+    return out
 
 
 def require_stack():
