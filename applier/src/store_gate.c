@@ -800,8 +800,10 @@ static unsigned decide_page(struct ppl_store *e, struct ppl_node *n, const struc
 	 * never elided */
 	if (pg->page_size != e->page_size || pg->page_size > e->dw_page_size)
 		return PPL_ELIDE_NACK_PAGE_SIZE;
-	/* the question itself says the log is durable up to its LSN */
-	if (!store_log_vouched(e, n, pg->lsn, false))
+	/* the question itself says the log is durable up to its LSN; an
+	 * allowed client could still ask with any LSN, which must never make
+	 * old buffer contents final or call an intact log damaged */
+	if (!store_log_vouched(e, n, pg->lsn))
 		return PPL_ELIDE_NACK_NOT_DURABLE;
 	/* only pages it could materialize before a checkpoint passes them */
 	char path[4096];

@@ -192,20 +192,21 @@ static void mark_suspect(void *arg, uint32_t space, uint32_t page_no, const stru
 }
 
 /* Someone vouches that MariaDB's log is durable up to lsn: an elision
- * question (libcatcher asks only about MariaDB's page writes) or a page
- * write at that LSN (InnoDB flushes its log before it writes a page, WAL).
- * The bytes of the last, provisional log write below it are then final,
- * and are parsed now. A page write may also be a tool's, with any LSN:
- * then (whole_only) the bytes must be whole mini-transactions ending at
- * lsn, or nothing is parsed (and nothing is called damaged). Whether the
- * log is parsed up to lsn. */
-bool store_log_vouched(struct ppl_store *e, struct ppl_node *n, uint64_t lsn, bool whole_only)
+ * question or a page write at that LSN (InnoDB flushes its log before it
+ * writes a page, WAL). The bytes of the last, provisional log write below
+ * it are then final, and are parsed now. A question may come from a
+ * client that errs and a page write from a tool, with any LSN: so the
+ * bytes must be whole mini-transactions ending at lsn, as they are for
+ * every page of MariaDB's, or nothing is parsed (and nothing is called
+ * damaged; a checkpoint, which only MariaDB writes, is trusted in full:
+ * store_gate.c). Whether the log is parsed up to lsn. */
+bool store_log_vouched(struct ppl_store *e, struct ppl_node *n, uint64_t lsn)
 {
 	if (ppl_node_parsed_lsn(n) >= lsn)
 		return true;
 	pthread_mutex_lock(&e->log_lock);
 	if (e->started && !e->stopped && e->node == n) {
-		if ((whole_only ? ppl_node_log_durable_if_whole(n, lsn) < 0 : ppl_node_log_durable(n, lsn) != 0))
+		if (ppl_node_log_durable_if_whole(n, lsn) < 0)
 			store_stop_ingest(e, ppl_node_error(n));
 		store_after_restart_parse(e, false);
 	}

@@ -251,7 +251,7 @@ bool store_find_log(struct ppl_store *e, const char *dir, uint64_t ino, int dept
 void store_stop_ingest(struct ppl_store *e, const char *why);
 /* After a restart, while the held tail is parsed: every page with records counts as elided. log_lock held. */
 void store_after_restart_parse(struct ppl_store *e, bool log_write);
-bool store_log_vouched(struct ppl_store *e, struct ppl_node *n, uint64_t lsn, bool whole_only);
+bool store_log_vouched(struct ppl_store *e, struct ppl_node *n, uint64_t lsn);
 /* Orders struct held_page by key, for qsort and bsearch. */
 int store_held_cmp(const void *a, const void *b);
 /* A read of a page with records in the held tail waits until they are parsed; 0, or EIO. */

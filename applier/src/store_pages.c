@@ -421,7 +421,7 @@ static void verify_write(struct ppl_store *e, uint64_t off, const struct iovec *
 			skip = PPL_VERIFY_NOT_FULL_CRC32;
 		else if (ppl_page_no(frame) != p / ps)
 			skip = PPL_VERIFY_OTHER_PAGE; /* a copy of another page (doublewrite buffer) */
-		else if (!store_log_vouched(e, n, ppl_page_lsn(frame), true))
+		else if (!store_log_vouched(e, n, ppl_page_lsn(frame)))
 			skip = STOPPED(e) ? PPL_VERIFY_NO_INDEX : PPL_VERIFY_LOG_BEHIND;
 		else
 			r = ppl_node_verify(n, frame, store_read_base, e, &skip);

@@ -569,7 +569,10 @@ static void test_concurrent(void)
 	for (int i = 0; i < 2; i++)
 		pthread_create(&t[i], NULL, reader, &r);
 	uint64_t lsn = 1;
-	for (int round = 0; round < 300; round++) {
+	/* 300 rounds at least, and until the readers have walked the pages
+	 * while appends ran (a loaded machine may not schedule them at once) */
+	for (int round = 0; round < 300 || (__atomic_load_n(&r.walks, __ATOMIC_RELAXED) < 2 * 64 && round < 1000000);
+	     round++) {
 		for (uint32_t pg = 0; pg < 64; pg++) {
 			uint8_t b[12];
 			lsn++;

@@ -67,6 +67,18 @@ static void test_every_refusal(void)
 	ppl_page_stamp(ahead, PS, h.l.lsn + 4096);
 	CHECK_EQ_U(ask(&h, 3, ahead, PS), PPL_ELIDE_NACK_NOT_DURABLE);
 
+	/* a question from an allowed client at an LSN inside the last,
+	 * provisional log write but past its end marker (no page of
+	 * MariaDB's has that LSN): refused, and the log is not called
+	 * damaged -- ingest goes on, the next real question is a yes */
+	change(&h, 3, 950, 0x64, 20, p3);
+	flush_log(&h); /* a lone block: provisional, zeros after its end */
+	memcpy(ahead, p3, PS);
+	ppl_page_stamp(ahead, PS, h.l.lsn + 40);
+	CHECK_EQ_U(ask(&h, 3, ahead, PS), PPL_ELIDE_NACK_NOT_DURABLE);
+	CHECK(!logged(&h, "redo ingest stopped"));
+	CHECK_EQ_U(ask(&h, 3, p3, PS), PPL_ELIDE_ACK);
+
 	/* another datadir's log written under the same export: nothing is
 	 * elided until it has been quiet for a while (its pages could match
 	 * this datadir's), then the same question is a yes */
