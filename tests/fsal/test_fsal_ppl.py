@@ -3,9 +3,12 @@ round-trip byte-exactly, namespace operations work, InnoDB's files are
 classified and reach the engine hook points, bad parameters refuse the
 export with a clear log line, and the start-up line shows the effective
 configuration."""
+import json
 import os
 import random
 import re
+import socket
+import struct
 import subprocess
 
 import pytest
@@ -558,8 +561,6 @@ def test_elision_needs_the_pool_made_for_this_export(tmp_path, plugins_dir):
 
 
 def test_elision_refuses_clients_not_allowed(tmp_path, plugins_dir):
-    import socket
-    import struct
     port = free_port()
     make_pool(tmp_path / "pmem" / "ppl.pool", tmp_path / "export")
     params = f'Elision_Port = {port}; Elision_Token = "tok"; Elision_Clients = "10.9.9.9";'
@@ -577,3 +578,127 @@ def test_elision_refuses_clients_not_allowed(tmp_path, plugins_dir):
         assert data == b""
         s.close()
     assert re.search(r"elision: \d+ asked, 0 acked.*clients refused [1-9]", g.log_text()), g.tail_log()
+
+
+def _frame(ftype, body, req_id=0):
+    return struct.pack(">BBHI", ftype, 0, len(body), req_id) + body
+
+
+def _hello(token):
+    return _frame(1, struct.pack(">IHHHH", 0x50504C45, 1, 1, len(token), 0) + token)
+
+
+def _elide(req_id, space, page_no, lsn, checksum=0, page_size=16384):
+    return _frame(3, struct.pack(">IIQII", space, page_no, lsn, checksum, page_size), req_id)
+
+
+def _read_exactly(s, n):
+    data = b""
+    while len(data) < n:
+        chunk = s.recv(n - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def _closed_by_server(s, timeout=10):
+    """Whether the server closes the connection (EOF or a reset) within timeout."""
+    s.settimeout(timeout)
+    try:
+        while s.recv(4096):
+            pass
+        return True
+    except ConnectionResetError:
+        return True
+    except OSError:
+        return False
+
+
+def test_elision_service_survives_hostile_clients(tmp_path, plugins_dir):
+    """An allowed address with a wrong token, a stream that is not the
+    protocol, frames cut short or lying about their length, questions
+    before the hello, questions with absurd fields: each connection is
+    refused or closed (counted, logged), the server keeps answering a
+    well-behaved client on the same port, and a question never makes it
+    stop ingest or acknowledge a page it does not hold. (No MariaDB
+    datadir here, so every question is a "no" before the index is asked;
+    questions with LSNs past the log against a running ingest are
+    test_store_rules.c's test_every_refusal.)"""
+    port = free_port()
+    pool = tmp_path / "pmem" / "ppl.pool"
+    make_pool(pool, tmp_path / "export")
+    params = f'Elision_Port = {port}; Elision_Token = "tok"; Elision_Clients = "127.0.0.1";'
+    with make_server(tmp_path, plugins_dir, params).start() as g:
+        def connect():
+            return socket.create_connection(("127.0.0.1", port), timeout=10)
+
+        def good_client():
+            s = connect()
+            s.sendall(_hello(b"tok"))
+            reply = _read_exactly(s, 20)
+            assert len(reply) == 20 and struct.unpack(">H", reply[14:16])[0] == 0, reply  # HELLO_OK
+            return s
+
+        # a wrong token: HELLO_REPLY with BAD_TOKEN, then closed
+        s = connect()
+        s.sendall(_hello(b"not-the-token"))
+        reply = _read_exactly(s, 20)
+        assert struct.unpack(">H", reply[14:16])[0] == 3, reply
+        assert _closed_by_server(s)
+        s.close()
+        # not the protocol at all: an HTTP request, then random bytes
+        for junk in (b"GET / HTTP/1.0\r\n\r\n", random.Random(7).randbytes(5000)):
+            s = connect()
+            s.sendall(junk)
+            assert _closed_by_server(s)
+            s.close()
+        # a question before the hello
+        s = connect()
+        s.sendall(_elide(1, 0, 0, 1))
+        assert _closed_by_server(s)
+        s.close()
+        hostile = [
+            _frame(9, b"\0" * 8, 5),                          # a type no peer sends
+            _frame(3, b"\0" * 5, 6),                          # a question of the wrong length
+            _frame(1, b"\0" * 12, 7),                         # a second hello
+            _frame(4, b"\0" * 8, 8),                          # a verdict, from the client
+            struct.pack(">BBHI", 3, 1, 24, 9) + b"\0" * 24,  # flags set
+        ]
+        for frame in hostile:
+            s = good_client()
+            s.sendall(frame)
+            assert _closed_by_server(s), frame
+            s.close()
+        # cut short: half a question, then the client goes away
+        s = good_client()
+        s.sendall(_elide(10, 0, 3, 1)[:13])
+        s.close()
+        # questions with absurd fields get a "no" each, on an open connection
+        s = good_client()
+        for i, (space, page_no, lsn, size) in enumerate([(0xFFFFFFFF, 0xFFFFFFFF, 2**64 - 1, 16384),
+                                                         (0, 3, 2**63, 16384), (0, 3, 12345, 0),
+                                                         (0, 3, 12345, 1 << 31), (77, 0, 0, 16384)]):
+            s.sendall(_elide(100 + i, space, page_no, lsn, 0xDEADBEEF, size))
+            v = _read_exactly(s, 16)
+            assert len(v) == 16 and v[0] == 4 and struct.unpack(">I", v[4:8])[0] == 100 + i, v
+            assert v[8] != 0, f"question {i} was acknowledged: {v!r}"
+        s.close()
+        # and the service still serves a well-behaved client
+        s = good_client()
+        s.sendall(_elide(200, 0, 5, 1))
+        v = _read_exactly(s, 16)
+        assert len(v) == 16 and struct.unpack(">I", v[4:8])[0] == 200 and v[8] != 0, v
+        s.close()
+        r = subprocess.run([paths.tool("ppl-inspect"), "live", str(pool), "stats", "--json"],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        el = json.loads(r.stdout)["elision"]
+        # the wrong token, the HTTP request, the random bytes and the
+        # question before the hello are refused at hello; the rest close
+        assert el["protocol_errors"] >= len(hostile) and el["clients_refused"] >= 4, el
+        assert el["acked"] == 0, el
+    log = g.log_text()
+    assert "client refused at hello" in log, g.tail_log()
+    assert "malformed frame" in log, g.tail_log()
+    assert not [line for line in log.splitlines() if ":CRIT :PPL" in line or "redo ingest stopped" in line]
