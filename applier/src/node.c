@@ -115,6 +115,7 @@ struct ppl_node {
 	/* counted by readers, which share the read lock (atomic) */
 	struct {
 		uint64_t rebuilds, rebuild_mtrs_applied, rebuild_mtrs_skipped, elide_asked, elide_acked;
+		uint64_t unexplained_said; /* verify's unexplained page writes logged so far */
 	} shared;
 	int fail;
 
@@ -126,6 +127,9 @@ struct ppl_node {
 };
 
 #define say(n, ...) PPL_LOG(&(n)->cfg.log, PPL_LOG_EVENT, __VA_ARGS__)
+/* verify's unexplained page writes are logged one by one up to this many
+ * (then only counted): enough to look into, never a flood */
+#define UNEXPLAINED_SAID_MAX 20
 
 static uint64_t key_of(uint32_t space, uint32_t page) { return ((uint64_t)space << 32 | page) + 1; }
 static uint32_t key_space(uint64_t k) { return (uint32_t)((k - 1) >> 32); }
@@ -1222,11 +1226,16 @@ int ppl_node_verify(struct ppl_node *n, const uint8_t *image, ppl_node_read_fn r
 			}
 		} else {
 			skip = PPL_VERIFY_NOT_REACHED; /* the records end short of the LSN */
+			snprintf(why, sizeof why, "rebuilt to LSN %llu from records starting at %llu",
+				 (unsigned long long)ppl_page_lsn(frame), (unsigned long long)p->head->start);
 		}
 		if (result < 0)
 			record_types(p, types, sizeof types);
 	} else {
-		result = verify_against_file(image, frame, read_base(read_arg, space, page_no, frame), ps, &skip);
+		int rd = read_base(read_arg, space, page_no, frame);
+		result = verify_against_file(image, frame, rd, ps, &skip);
+		if (result == 0 && rd == 0)
+			snprintf(why, sizeof why, "the file's page is at LSN %llu", (unsigned long long)ppl_page_lsn(frame));
 	}
 	pthread_rwlock_unlock(&n->lock);
 	if (not_mariadb)
@@ -1240,6 +1249,15 @@ int ppl_node_verify(struct ppl_node *n, const uint8_t *image, ppl_node_read_fn r
 		say(n, "page %u:%u is written at LSN %llu with other bytes than its file holds at that LSN (%s), and no "
 		    "record lies between: changed without redo (a tool or a restore wrote it), not compared; it is "
 		    "the page's base from now on", space, page_no, (unsigned long long)lsn, why);
+	if (result == 0 && !ppl_verify_skip_explained(skip) &&
+	    __atomic_fetch_add(&n->shared.unexplained_said, 1, __ATOMIC_RELAXED) < UNEXPLAINED_SAID_MAX)
+		say(n, "verify: page %u:%u (%s) written at LSN %llu not compared (%s): %s (%s); a tool's write, or "
+		    "records the index should hold", space, page_no, ppl_page_type_name(ppl_page_type(image)),
+		    (unsigned long long)lsn, ppl_verify_skip_name(skip),
+		    skip == PPL_VERIFY_NOT_REACHED ? "the records the index holds end below that LSN"
+		    : skip == PPL_VERIFY_RECORDS_GONE ? "no record is pending and the file's page is older"
+		    : "the file holds no sound page there and no record is pending",
+		    why[0] ? why : "the file's page could not be read");
 	if (result < 0) {
 		say(n, "divergence (verify): page %u:%u (%s) at LSN %llu: the page rebuilt from the log differs from "
 		    "the page written: %s; records: %s; this page falls back to full page writes",

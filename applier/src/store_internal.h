@@ -171,6 +171,7 @@ struct ppl_store {
 	/* verify mode's counts: identical, diverged, and not compared by
 	 * cause ([PPL_VERIFY_COMPARED] unused) */
 	uint64_t verify_same, verify_diverged, verify_skip[PPL_VERIFY_SKIP_COUNT];
+	uint64_t verify_behind_said; /* log_behind page writes logged (the first few) */
 };
 
 struct held_page {

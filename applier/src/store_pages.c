@@ -421,8 +421,16 @@ static void verify_write(struct ppl_store *e, uint64_t off, const struct iovec *
 			skip = PPL_VERIFY_NOT_FULL_CRC32;
 		else if (ppl_page_no(frame) != p / ps)
 			skip = PPL_VERIFY_OTHER_PAGE; /* a copy of another page (doublewrite buffer) */
-		else if (!store_log_vouched(e, n, ppl_page_lsn(frame)))
+		else if (!store_log_vouched(e, n, ppl_page_lsn(frame))) {
 			skip = STOPPED(e) ? PPL_VERIFY_NO_INDEX : PPL_VERIFY_LOG_BEHIND;
+			if (skip == PPL_VERIFY_LOG_BEHIND &&
+			    __atomic_fetch_add(&e->verify_behind_said, 1, __ATOMIC_RELAXED) < 20)
+				SLOG(e, PPL_LOG_EVENT, "PPL: %s: verify: page %" PRIu32 ":%" PRIu32 " written at LSN %"
+					 PRIu64 " not compared (log_behind): the log this node holds is parsed to LSN %"
+					 PRIu64 " and does not reach that LSN in whole mini-transactions; MariaDB writes "
+					 "a page only after its log, so a tool wrote it", e->datadir, ppl_page_space(frame),
+					 ppl_page_no(frame), ppl_page_lsn(frame), ppl_node_parsed_lsn(n));
+		}
 		else
 			r = ppl_node_verify(n, frame, store_read_base, e, &skip);
 		__atomic_add_fetch(r > 0 ? &e->verify_same : r < 0 ? &e->verify_diverged : &e->verify_skip[skip], 1,
