@@ -1097,6 +1097,7 @@ const char *ppl_verify_skip_name(enum ppl_verify_skip s)
 		[PPL_VERIFY_NO_LSN] = "lsn_0",
 		[PPL_VERIFY_NO_INDEX] = "no_index",
 		[PPL_VERIFY_LOG_BEHIND] = "log_behind",
+		[PPL_VERIFY_NO_FILE] = "no_file",
 		[PPL_VERIFY_TOOL_OVER_ELIDED] = "tool_over_elided",
 		[PPL_VERIFY_DIVERGED_BEFORE] = "diverged_before",
 		[PPL_VERIFY_BASE_DAMAGED] = "base_damaged",

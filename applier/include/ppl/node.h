@@ -175,7 +175,7 @@ unsigned ppl_node_elide_rebuilt(struct ppl_node *n, uint32_t space, uint32_t pag
 				struct ppl_node_rebuilt *out);
 
 /* Why verify mode did not compare a page write, by cause. Those up to
- * LOG_BEHIND are the host's to tell (it sees the write's offset and form,
+ * NO_FILE are the host's to tell (it sees the write's offset and form,
  * and parses the log the write vouches for first); the rest
  * ppl_node_verify's. Every cause but four says why the log cannot
  * describe the bytes; those four (log_behind: MariaDB writes a page only
@@ -189,6 +189,7 @@ enum ppl_verify_skip {
 	PPL_VERIFY_NO_LSN,           /* LSN 0: written without redo (a new file's pages, IMPORT) */
 	PPL_VERIFY_NO_INDEX,         /* no index: ingest stopped or not started */
 	PPL_VERIFY_LOG_BEHIND,       /* an LSN past the log the node holds: written before its log (not WAL) */
+	PPL_VERIFY_NO_FILE,          /* the datadir holds no file for the page's space: a copy (IMPORT's) */
 	PPL_VERIFY_TOOL_OVER_ELIDED, /* at or below an elided write's LSN: a tool's bytes */
 	PPL_VERIFY_DIVERGED_BEFORE,  /* the page diverged earlier and is written in full since */
 	PPL_VERIFY_BASE_DAMAGED,     /* the file's page fails its checksum: the write is the new base */
