@@ -127,9 +127,6 @@ struct ppl_node {
 };
 
 #define say(n, ...) PPL_LOG(&(n)->cfg.log, PPL_LOG_EVENT, __VA_ARGS__)
-/* verify's unexplained page writes are logged one by one up to this many
- * (then only counted): enough to look into, never a flood */
-#define UNEXPLAINED_SAID_MAX 20
 
 static uint64_t key_of(uint32_t space, uint32_t page) { return ((uint64_t)space << 32 | page) + 1; }
 static uint32_t key_space(uint64_t k) { return (uint32_t)((k - 1) >> 32); }
@@ -1251,7 +1248,7 @@ int ppl_node_verify(struct ppl_node *n, const uint8_t *image, ppl_node_read_fn r
 		    "record lies between: changed without redo (a tool or a restore wrote it), not compared; it is "
 		    "the page's base from now on", space, page_no, (unsigned long long)lsn, why);
 	if (result == 0 && !ppl_verify_skip_explained(skip) &&
-	    __atomic_fetch_add(&n->shared.unexplained_said, 1, __ATOMIC_RELAXED) < UNEXPLAINED_SAID_MAX)
+	    __atomic_fetch_add(&n->shared.unexplained_said, 1, __ATOMIC_RELAXED) < PPL_VERIFY_SAID_MAX)
 		say(n, "verify: page %u:%u (%s) written at LSN %llu not compared (%s): %s (%s); a tool's write, or "
 		    "records the index should hold", space, page_no, ppl_page_type_name(ppl_page_type(image)),
 		    (unsigned long long)lsn, ppl_verify_skip_name(skip),

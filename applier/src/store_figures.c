@@ -57,17 +57,27 @@ static int format_engine(struct ppl_store *e, char *buf, size_t len)
 	return r;
 }
 
+/* Verify mode's not-compared counts by cause, their sum and the
+ * unexplained part of it. */
+static void load_verify_skips(struct ppl_store *e, uint64_t skip[PPL_VERIFY_SKIP_COUNT], uint64_t *all,
+			      uint64_t *unexplained)
+{
+	*all = *unexplained = 0;
+	skip[PPL_VERIFY_COMPARED] = 0;
+	for (unsigned i = 1; i < PPL_VERIFY_SKIP_COUNT; i++) {
+		skip[i] = __atomic_load_n(&e->verify_skip[i], __ATOMIC_RELAXED);
+		*all += skip[i];
+		if (!ppl_verify_skip_explained((enum ppl_verify_skip)i))
+			*unexplained += skip[i];
+	}
+}
+
 static int format_verify(struct ppl_store *e, char *buf, size_t len)
 {
 	if (!e->verify)
 		return 0;
-	uint64_t skip[PPL_VERIFY_SKIP_COUNT], all = 0, unexplained = 0;
-	for (unsigned i = 1; i < PPL_VERIFY_SKIP_COUNT; i++) {
-		skip[i] = __atomic_load_n(&e->verify_skip[i], __ATOMIC_RELAXED);
-		all += skip[i];
-		if (!ppl_verify_skip_explained((enum ppl_verify_skip)i))
-			unexplained += skip[i];
-	}
+	uint64_t skip[PPL_VERIFY_SKIP_COUNT], all, unexplained;
+	load_verify_skips(e, skip, &all, &unexplained);
 	int n = snprintf(buf, len, "; verify: %" PRIu64 " page writes identical to the rebuild, %" PRIu64
 			 " diverged, %" PRIu64 " not comparable", __atomic_load_n(&e->verify_same, __ATOMIC_RELAXED),
 			 __atomic_load_n(&e->verify_diverged, __ATOMIC_RELAXED), all);
@@ -141,13 +151,7 @@ void ppl_store_figures(struct ppl_store *e, struct ppl_store_figures *f)
 	f->verify = e->verify;
 	f->verify_same = __atomic_load_n(&e->verify_same, __ATOMIC_RELAXED);
 	f->verify_diverged = __atomic_load_n(&e->verify_diverged, __ATOMIC_RELAXED);
-	f->verify_skipped = f->verify_unexplained = 0;
-	for (unsigned i = 1; i < PPL_VERIFY_SKIP_COUNT; i++) {
-		f->verify_skip[i] = __atomic_load_n(&e->verify_skip[i], __ATOMIC_RELAXED);
-		f->verify_skipped += f->verify_skip[i];
-		if (!ppl_verify_skip_explained((enum ppl_verify_skip)i))
-			f->verify_unexplained += f->verify_skip[i];
-	}
+	load_verify_skips(e, f->verify_skip, &f->verify_skipped, &f->verify_unexplained);
 	f->elision = e->elision != NULL;
 	if (e->elision)
 		ppl_elision_server_get_stats(e->elision, &f->service);

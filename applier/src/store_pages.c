@@ -431,7 +431,7 @@ static void verify_write(struct ppl_store *e, uint64_t off, const struct iovec *
 		else if (!store_log_vouched(e, n, ppl_page_lsn(frame))) {
 			skip = STOPPED(e) ? PPL_VERIFY_NO_INDEX : PPL_VERIFY_LOG_BEHIND;
 			if (skip == PPL_VERIFY_LOG_BEHIND &&
-			    __atomic_fetch_add(&e->verify_behind_said, 1, __ATOMIC_RELAXED) < 20)
+			    __atomic_fetch_add(&e->verify_behind_said, 1, __ATOMIC_RELAXED) < PPL_VERIFY_SAID_MAX)
 				SLOG(e, PPL_LOG_EVENT, "PPL: %s: verify: page %" PRIu32 ":%" PRIu32 " written at LSN %"
 					 PRIu64 " not compared (log_behind): the log this node holds is parsed to LSN %"
 					 PRIu64 " and does not reach that LSN in whole mini-transactions; MariaDB writes "

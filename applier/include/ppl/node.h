@@ -201,6 +201,10 @@ enum ppl_verify_skip {
 	PPL_VERIFY_SKIP_COUNT
 };
 const char *ppl_verify_skip_name(enum ppl_verify_skip s);
+/* Unexplained page writes are logged one by one up to this many per
+ * cause's teller (the node, the host), then only counted: enough to look
+ * into, never a flood. */
+#define PPL_VERIFY_SAID_MAX 20
 bool ppl_verify_skip_explained(enum ppl_verify_skip s);
 
 /* Verify mode: a full page image is about to be written, and compared
