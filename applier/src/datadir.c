@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ppl/crash.h"
 #include "ppl/datadir.h"
 #include "ppl/fileclass.h"
 #include "ppl/io.h"
@@ -552,8 +553,10 @@ int ppl_datadir_open_write(struct ppl_datadir *d, uint32_t space, uint64_t ino)
 int ppl_datadir_put_page(struct ppl_datadir *d, int fd, uint32_t page_no, const uint8_t *buf, size_t size)
 {
 	ssize_t put = d->io->pwrite(d->io->arg, fd, buf, size, (off_t)page_no * (off_t)size);
-	if (put == (ssize_t)size)
+	if (put == (ssize_t)size) {
+		PPL_CRASH(PAGE_WRITTEN);
 		return 0;
+	}
 	if (put >= 0)
 		errno = ENOSPC; /* a short write: the file system had no room for the rest */
 	return -1;

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "ppl/crash.h"
 #include "pool_int.h"
 
 #define ADD(p, field, v) __atomic_add_fetch(&(p)->field, (uint64_t)(v), __ATOMIC_RELAXED)
@@ -564,6 +565,7 @@ static enum ppl_pool_status pmem_append(struct ppl_pool *p, struct pool_page *e,
 	pm_drain(&p->pm);
 	pm_store8(&p->pm, toff, blk_word(extra ? newb[0] : blk_next(w), used + first, kind));
 	pm_persist(&p->pm, toff, 8);
+	PPL_CRASH(POOL_APPENDED);
 	if (extra)
 		e->tail = newb[extra - 1];
 	PUT(e->nblocks, e->nblocks + extra);
@@ -670,6 +672,7 @@ static enum ppl_pool_status replace_chain(struct ppl_pool *p, struct pool_page *
 		pm_drain(&p->pm);
 		pm_store8(&p->pm, hoff, blk_word(nb > 1 ? blk[1] : 0, first, BLK_HEAD));
 		pm_persist(&p->pm, hoff, 8);
+		PPL_CRASH(POOL_RECHAINED);
 		e->head = blk[0];
 		e->tail = blk[nb - 1];
 		e->nblocks = nb;

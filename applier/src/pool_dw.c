@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ppl/crash.h"
 #include "pool_int.h"
 #include "ppl/crc32c.h"
 #include "ppl/page.h"
@@ -113,6 +114,7 @@ static int stage(struct ppl_pool *p, uint32_t space, uint32_t page_no, const uin
 	pm_drain(&p->pm);
 	pm_store8(&p->pm, hdr_off(slot), DW_VALID | seq << 8);
 	pm_persist(&p->pm, hdr_off(slot), 8);
+	PPL_CRASH(DW_STAGED);
 	return slot;
 }
 
@@ -133,6 +135,7 @@ void ppl_pool_dw_release(struct ppl_pool *p, int slot)
 	if (slot < 0 || slot >= (int)p->sb.dw_slots)
 		return;
 	slot_free(p, slot);
+	PPL_CRASH(DW_RELEASED);
 	pthread_mutex_lock(&p->dw_lock);
 	p->dw_busy[slot] = 0;
 	pthread_cond_signal(&p->dw_cond);
@@ -287,6 +290,7 @@ void pool_dw_recover(struct ppl_pool *p, struct ppl_pool_recovery *rec)
 				p->dw_busy[s] = DW_KEPT;
 			continue;
 		}
+		PPL_CRASH(DW_RESTORED);
 		rec->dw_restored++;
 		pool_logf(p, "pool doublewrite slot %d: data-file page %u:%u was %s; restored the image at LSN %llu",
 			  s, h.space, h.page_no, torn ? "torn" : "older", (unsigned long long)h.lsn);

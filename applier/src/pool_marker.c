@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ppl/crash.h"
 #include "ppl/pool.h"
 #include "ppl/pool_marker.h"
 
@@ -136,6 +137,8 @@ static int write_marker(const char *exportdir, const uint8_t uuid[16], bool drai
 	bool ok = n > 0 && (size_t)n < sizeof(body) && write(fd, body, (size_t)n) == n && fsync(fd) == 0;
 	int werr = errno;
 	close(fd);
+	if (ok)
+		PPL_CRASH(MARKER_WRITTEN);
 	if (!ok || rename(tmp, path) != 0) {
 		snprintf(err, errlen, "%s cannot be written (%s)", path, strerror(ok ? errno : werr));
 		unlink(tmp);

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ppl/crash.h"
 #include "ppl/datadir.h"
 #include "ppl/node.h"
 #include "ppl/pool.h"
@@ -80,6 +81,8 @@ size_t store_batch_flush(struct store_batch *b)
 		errno = 0;
 		err[i] = ppl_datadir_sync_close(e->dd, b->file[i].fd, true) == 0 ? 0 : (errno ? errno : EIO);
 	}
+	if (b->nfiles)
+		PPL_CRASH(PAGE_SYNCED);
 	size_t done = 0;
 	for (size_t i = 0; i < b->npages; i++) {
 		struct store_batch_page *p = &b->page[i];

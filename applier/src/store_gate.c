@@ -18,6 +18,7 @@
 #include <time.h>
 #include <urcu-bp.h>
 
+#include "ppl/crash.h"
 #include "ppl/datadir.h"
 #include "ppl/elision_server.h"
 #include "ppl/node.h"
@@ -366,6 +367,7 @@ void store_page_settled(struct ppl_store *e, struct ppl_node *n, const uint8_t *
 	ppl_pool_reclaim(e->pool, space, page_no, ppl_page_lsn(frame));
 	if (!ppl_node_page_info(n, space, page_no, &info))
 		store_elided_put(e, (uint64_t)space << 32 | page_no, false);
+	PPL_CRASH(PAGE_SETTLED);
 }
 
 bool store_dw_kept_base(struct ppl_store *e, uint32_t space, uint32_t page_no, uint8_t *frame)
@@ -432,6 +434,7 @@ static int materialize(struct ppl_store *e, struct ppl_node *n, uint32_t space, 
 			ppl_pool_dw_keep(e->pool, slot);
 			ppl_pool_dw_release_page(e->pool, space, page_no, slot);
 		} else {
+			PPL_CRASH(PAGE_SYNCED);
 			ppl_pool_dw_release(e->pool, slot);
 			if (kept) /* the file now durably holds a newer image */
 				ppl_pool_dw_release_page(e->pool, space, page_no, -1);
@@ -627,12 +630,15 @@ static int gate(struct ppl_store *e, struct ppl_node *n, uint64_t ckpt, uint64_t
 	struct due d = { .e = e, .upto = ckpt };
 	ppl_node_for_each_page(n, store_collect_due, &d);
 	int rc = d.l.incomplete ? ENOMEM : 0; /* never pass a page it could not list */
+	PPL_CRASH(GATE_ENTER);
 	struct store_batch b;
 	store_batch_init(&b, e, n);
-	for (size_t i = 0; i < d.l.n && rc == 0; i++)
+	for (size_t i = 0; i < d.l.n && rc == 0; i++) {
 		if (store_settle_page(e, n, (uint32_t)(d.l.keys[i] >> 32), (uint32_t)d.l.keys[i], &b) != 0 &&
 		    store_elided_has(e, d.l.keys[i]))
 			rc = EIO; /* an acknowledged page: the checkpoint must not pass it */
+		PPL_CRASH(GATE_SETTLED);
+	}
 	store_batch_flush(&b);
 	if (b.failed_acked)
 		rc = EIO;
@@ -650,6 +656,8 @@ static int gate(struct ppl_store *e, struct ppl_node *n, uint64_t ckpt, uint64_t
 			 "materialized", e->datadir, ckpt, m);
 	}
 	pthread_mutex_unlock(&e->gate_lock);
+	if (rc == 0)
+		PPL_CRASH(GATE_PASSED);
 	if (rc)
 		SLOG(e, PPL_LOG_CRIT, "PPL: %s: the checkpoint write (LSN %" PRIu64 ") is refused: a page it needs "
 			"could not be materialized (see above); MariaDB stops on this error rather than lose "
@@ -851,5 +859,7 @@ unsigned ppl_store_elide(struct ppl_store *e, const struct ppl_elision_page *pg)
 	struct ppl_node *n = store_node_of(e);
 	unsigned v = n ? decide_page(e, n, pg) : PPL_ELIDE_NACK_NOT_DURABLE;
 	rcu_read_unlock();
+	if (v == PPL_ELIDE_ACK)
+		PPL_CRASH(ELISION_ACK);
 	return v;
 }

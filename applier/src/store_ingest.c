@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include <urcu-bp.h>
 
+#include "ppl/crash.h"
 #include "ppl/datadir.h"
 #include "ppl/filemap.h"
 #include "ppl/node.h"
@@ -934,6 +935,7 @@ static int start_ingest(struct ppl_store *e, uint64_t write_end)
 		ppl_node_for_each_page(e->building, mark_suspect, e);
 	__atomic_store_n(&e->node, e->building, __ATOMIC_RELEASE);
 	e->building = NULL;
+	PPL_CRASH(INGEST_STARTED);
 	SLOG(e, PPL_LOG_EVENT, "PPL: %s: redo ingest %s at the %s LSN %" PRIu64 " (log of %" PRIu64
 		 " B by \"%s\", %zu B pages)", e->datadir, keep ? "stopped: what was parsed is kept, from" : "started",
 		 start < ck->lsn ? "restart point" : "checkpoint", start, size, h->creator, e->page_size);
@@ -1047,6 +1049,7 @@ static bool is_checkpoint_block(uint64_t off, size_t len)
 int ppl_store_log_write(struct ppl_store *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
 			 size_t len)
 {
+	PPL_CRASH(LOG_WRITTEN);
 	/* One log at a time: while the one followed is written, writes of
 	 * another datadir's log under the same export are passed through
 	 * and not ingested (nothing of that datadir is elided or rebuilt:
@@ -1147,6 +1150,7 @@ int ppl_store_log_write(struct ppl_store *e, uint64_t fileid, uint64_t off, cons
 		left -= n;
 	}
 	store_after_restart_parse(e, true);
+	PPL_CRASH(LOG_PARSED);
 out:
 	pthread_mutex_unlock(&e->log_lock);
 	return 0;

@@ -10,6 +10,7 @@
 #include <json-c/json.h>
 #include <urcu-bp.h>
 
+#include "ppl/crash.h"
 #include "ppl/elision_proto.h"
 #include "ppl/node.h"
 #include "ppl/pool.h"
@@ -218,6 +219,11 @@ char *ppl_store_json(struct ppl_store *e, const char *request)
 		o = json_object_new_object();
 		int rc = ppl_store_forget_space(e, space, msg, sizeof(msg));
 		json_object_object_add(o, rc == 0 ? "forgotten" : "error", json_object_new_string(msg));
+	} else if (strncmp(request, "crash-at ", 9) == 0) {
+		char msg[256];
+		o = json_object_new_object();
+		int rc = ppl_crash_arm(request + 9, msg, sizeof(msg));
+		json_object_object_add(o, rc == 0 ? "armed" : "error", json_object_new_string(msg));
 	} else {
 		o = json_object_new_object();
 		json_object_object_add(o, "error", json_object_new_string("unknown request: ask \"stats\", "

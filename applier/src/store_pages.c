@@ -17,6 +17,7 @@
 #include <string.h>
 #include <urcu-bp.h>
 
+#include "ppl/crash.h"
 #include "ppl/datadir.h"
 #include "ppl/histogram.h"
 #include "ppl/node.h"
@@ -348,6 +349,7 @@ void ppl_store_write(struct ppl_store *e, uint64_t fileid, uint64_t off, const s
 		write_pages(e, n, fileid, off, iov, iovcnt, len);
 	rcu_read_unlock();
 	partial_pages(e, fileid, off, len, false);
+	PPL_CRASH(PAGE_WRITE_TAKEN);
 }
 
 /* ---- the stripes, verify mode, the brackets around page I/O ------------------ */

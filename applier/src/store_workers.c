@@ -14,6 +14,7 @@
 #include <time.h>
 #include <urcu-bp.h>
 
+#include "ppl/crash.h"
 #include "ppl/node.h"
 #include "ppl/pool.h"
 #include "ppl/store.h"
@@ -57,6 +58,7 @@ static void clean_pool(struct ppl_store *e, struct ppl_node *n, unsigned idx)
 	ppl_pool_usage(e->pool, &u);
 	if (!u.needs_cleaning)
 		return;
+	PPL_CRASH(CLEANER_PASS);
 	unsigned long done = 0;
 	struct store_batch b;
 	store_batch_init(&b, e, n);
@@ -98,6 +100,8 @@ static void settle_ahead(struct ppl_store *e, struct ppl_node *n, unsigned idx)
 		return;
 	struct due d = { .e = e, .upto = parsed - lag, .part = idx, .nparts = e->nworkers };
 	ppl_node_for_each_page(n, store_collect_due, &d);
+	if (d.l.n)
+		PPL_CRASH(SETTLE_AHEAD);
 	struct store_batch b;
 	store_batch_init(&b, e, n);
 	size_t done = 0;

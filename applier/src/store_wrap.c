@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <urcu-bp.h>
 
+#include "ppl/crash.h"
 #include "ppl/node.h"
 #include "ppl/pool.h"
 #include "ppl/redo.h"
@@ -99,7 +100,10 @@ int store_restart_advance(struct ppl_store *e, struct ppl_node *n, uint64_t ckpt
 		r = oldest;
 	if (r <= old)
 		return 0;
-	return ppl_pool_set_durable_lsn(e->pool, r) == 0 ? 0 : EIO;
+	if (ppl_pool_set_durable_lsn(e->pool, r) != 0)
+		return EIO;
+	PPL_CRASH(RESTART_ADVANCED);
+	return 0;
 }
 
 /* The LSN a log write at file offset off ends at, placed by the parse

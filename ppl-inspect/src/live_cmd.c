@@ -90,10 +90,12 @@ int live_main(int argc, char **argv, void (*usage)(FILE *))
 			return 2;
 		}
 	}
-	bool takes_arg = what && (strcmp(what, "page") == 0 || strcmp(what, "forget-space") == 0);
+	bool takes_arg = what && (strcmp(what, "page") == 0 || strcmp(what, "forget-space") == 0 ||
+				  strcmp(what, "crash-at") == 0);
 	bool metrics = what && strcmp(what, "metrics") == 0;
 	if (pool == NULL || what == NULL ||
 	    (strcmp(what, "stats") != 0 && strcmp(what, "page") != 0 && strcmp(what, "forget-space") != 0 &&
+	     strcmp(what, "crash-at") != 0 &&
 	     !metrics) ||
 	    takes_arg != (page != NULL) || (metrics && json)) {
 		usage(stderr);
