@@ -21,98 +21,19 @@ passes and the TPC-C consistency conditions hold; at the end the tables read bac
 and the storage node never logged a rebuild failure, a stopped ingest or
 a divergence."""
 import random
-import subprocess
 import threading
 import time
 
-from lib import tpcc
+from lib.ledger import OPTIONS, Ledger, check, final_check, prepare, tpcc_run
 from lib.stack import Stack, require_stack
 
-OPTIONS = ["--innodb-buffer-pool-size=8M", "--innodb-log-file-size=16M", "--innodb-doublewrite=0",
-           "--innodb-flush-method=O_DIRECT", "--innodb-flush-log-at-trx-commit=1",
-           "--innodb-max-dirty-pages-pct=1", "--innodb-max-dirty-pages-pct-lwm=0.001"]
 CRASHES = 10
-
-
-class Ledger(threading.Thread):
-    """One mariadb client, one INSERT at a time (autocommit): an id counts
-    as acknowledged once the SELECT after its INSERT printed it."""
-
-    def __init__(self, db, start_id):
-        super().__init__(daemon=True)
-        self.db, self.next_id = db, start_id
-        self.acked = []
-        self.stop_event = threading.Event()
-
-    def run(self):
-        p = subprocess.Popen(["mariadb", "--no-defaults", "-uroot", f"--socket={self.db.socket}", "-N", "-B", "-n",
-                              "crash"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                             text=True, bufsize=1)
-        try:
-            while not self.stop_event.is_set():
-                i = self.next_id
-                p.stdin.write(f"INSERT INTO ledger VALUES ({i}, {i % 977}); SELECT {i};\n")
-                p.stdin.flush()
-                line = p.stdout.readline()
-                if line.strip() != str(i):
-                    return                      # the server went away: i is in doubt
-                self.acked.append(i)
-                self.next_id = i + 1
-        except (BrokenPipeError, OSError):
-            return
-        finally:
-            try:
-                p.stdin.close()
-            except OSError:
-                pass
-            p.kill()
-            p.wait()
-
-
-def tpcc_run(db, seconds):
-    """A TPC-C run; returns sysbench's result (a run that mariadbd's crash
-    cuts short fails; the checks after the crash are what count)."""
-    return tpcc.run(db, "run", *tpcc.SCALE, "--threads=2", f"--time={seconds}",
-                    "--mysql-ignore-errors=1213,1205", check=False, timeout=seconds + 300)
 
 
 def tpcc_in_background(db, seconds):
     t = threading.Thread(target=tpcc_run, args=(db, seconds), daemon=True)
     t.start()
     return t
-
-
-def prepare(db):
-    """Returns the number of TPC-C orders after the population."""
-    db.sql("CREATE DATABASE tpcc")
-    tpcc.run(db, "prepare", *tpcc.SCALE, "--rand-seed=11")
-    db.sql("CREATE DATABASE crash")
-    db.sql("CREATE TABLE crash.ledger (id BIGINT PRIMARY KEY, v INT) ENGINE=InnoDB")
-    return orders(db)
-
-
-def orders(db):
-    return int(db.sql("SELECT COUNT(*) FROM tpcc.orders").strip())
-
-
-def check(db, acked):
-    if acked:
-        n = int(db.sql(f"SELECT COUNT(*) FROM crash.ledger WHERE id IN ({','.join(map(str, acked))})").strip())
-        assert n == len(acked), f"{len(acked) - n} acknowledged ledger rows lost"
-    out = db.sql("CHECK TABLE crash.ledger")
-    assert out.strip().endswith("OK"), out
-    tpcc.verify(db)
-
-
-def final_check(db, populated, acked):
-    """TPC-C ran, and a clean restart reads back what the crashes left."""
-    assert orders(db) > populated + 100, "TPC-C hardly ran beside the ledger"
-    before = db.sql("CHECKSUM TABLE crash.ledger")
-    db.stop()
-    db.start()
-    assert db.sql("CHECKSUM TABLE crash.ledger") == before
-    check(db, acked)
-    db.stop()
 
 
 def test_compute_crashes_lose_nothing(tmp_path):

@@ -94,14 +94,17 @@ def require_stack():
 
 class Stack:
     def __init__(self, base, options=(), catcher_mode="elide", page_size=16384, fsal_extra="", pool_size="16M",
-                 storage_elision=True, pool_args=(), mount_options=("--hard", "--direct-io"), pool_dir=None):
+                 storage_elision=True, pool_args=(), mount_options=("--hard", "--direct-io"), pool_dir=None,
+                 plugins="plugins"):
         """storage_elision=False: the storage node runs no elision service
         (libcatcher's questions find nothing listening, so it writes every
         page itself). mount_options: ppl-mount's; without --direct-io,
         files opened without O_DIRECT go through the client's page cache,
         as on a kernel NFS mount. pool_dir: where the pool is made (default
         BASE/pmem, on the test's file system: every persist an msync; a
-        tmpfs emulates NVDIMM)."""
+        tmpfs emulates NVDIMM). plugins: the Plugins_Dir under the build's
+        ganesha-fsal-ppl/ ("plugins-crash": the plugin with the store's
+        named crash points, ppl/crash.h)."""
         base = str(base)
         build = paths.build_dir()
         self.base = base
@@ -117,7 +120,7 @@ class Stack:
         fsal = (f'FSAL {{ Name = PPL; Pool_Path = "{pool}"; Stats_Interval = 0; {service} {fsal_extra} '
                 f'FSAL {{ Name = VFS; }} }}')
         self.g = Ganesha(os.path.join(base, "ganesha"), self.export, fsal=fsal,
-                         plugins_dir=os.path.join(build, "ganesha-fsal-ppl", "plugins"))
+                         plugins_dir=os.path.join(build, "ganesha-fsal-ppl", plugins))
         self.mnt = os.path.join(base, "mnt")
         os.makedirs(self.mnt)
         self.stats = os.path.join(base, "catcher.json")
