@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <time.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -33,6 +34,7 @@ struct conn {
 	int fd;
 	pthread_t thread;
 	bool done;         /* the thread has finished; join it */
+	uint64_t active_ms; /* when it was greeted or last sent a frame (0: not greeted yet) */
 	struct conn *next;
 };
 
@@ -223,6 +225,39 @@ static void count(struct ppl_elision_server *s, uint64_t *field, uint64_t n)
 	pthread_mutex_unlock(&s->lock);
 }
 
+static uint64_t now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+/* The server is full and c waits to be admitted: closes the greeted
+ * connection idle longest if it has been idle long enough (its thread
+ * sees EOF and ends; the listener joins it). Called with s->lock held,
+ * so every listed connection's fd is still open. */
+static bool evict_idle(struct ppl_elision_server *s, struct conn *c)
+{
+	uint64_t now = now_ms(), min_idle = s->cfg.idle_evict_ms ? s->cfg.idle_evict_ms : 30000;
+	struct conn *victim = NULL;
+	for (struct conn *o = s->conns; o; o = o->next) {
+		uint64_t at = __atomic_load_n(&o->active_ms, __ATOMIC_RELAXED);
+		if (o == c || o->done || at == 0 || now - at < min_idle)
+			continue;
+		if (victim == NULL || at < __atomic_load_n(&victim->active_ms, __ATOMIC_RELAXED))
+			victim = o;
+	}
+	if (victim == NULL)
+		return false;
+	uint64_t idle = now - __atomic_load_n(&victim->active_ms, __ATOMIC_RELAXED);
+	__atomic_store_n(&victim->active_ms, 0, __ATOMIC_RELAXED); /* not chosen twice */
+	shutdown(victim->fd, SHUT_RDWR);
+	s->stats.idle_evicted++;
+	slog(s, "every client slot (%u) is taken: closed a connection idle for %.1f s to admit a new client",
+	     s->cfg.max_clients ? s->cfg.max_clients : 64, (double)idle / 1000.0);
+	return true;
+}
+
 /* Reads until one whole frame is buffered or the deadline passes. Returns
  * the frame length, 0 on EOF/timeout/error, -1 on a malformed frame. */
 static long read_frame(int fd, uint8_t *buf, size_t *have, struct ppl_elide_hdr *h, int timeout_ms)
@@ -265,7 +300,9 @@ static bool greet(struct conn *c, uint8_t *buf, size_t *have)
 	} else {
 		pthread_mutex_lock(&s->lock);
 		unsigned max = s->cfg.max_clients ? s->cfg.max_clients : 64;
-		rep.status = s->nconns > max ? PPL_ELIDE_HELLO_BUSY : PPL_ELIDE_HELLO_OK;
+		rep.status = s->nconns <= max || evict_idle(s, c) ? PPL_ELIDE_HELLO_OK : PPL_ELIDE_HELLO_BUSY;
+		if (rep.status == PPL_ELIDE_HELLO_OK)
+			__atomic_store_n(&c->active_ms, now_ms(), __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&s->lock);
 	}
 	uint8_t out[PPL_ELIDE_HELLO_REPLY_LEN];
@@ -301,6 +338,7 @@ static void serve(struct conn *c)
 			if (n == 0)
 				goto done;
 		}
+		__atomic_store_n(&c->active_ms, now_ms(), __ATOMIC_RELAXED);
 		while ((n = ppl_elide_frame(buf + off, have - off, &h)) > 0) {
 			struct ppl_elide_req req;
 			if (ppl_elide_get_req(buf + off, &h, &req) != 0) {

@@ -107,6 +107,7 @@ static json_object *stats_json(struct ppl_store *e)
 		put_u64(x, "connections", f.service.connections);
 		put_u64(x, "clients_refused", f.service.refused_address + f.service.refused_hello);
 		put_u64(x, "protocol_errors", f.service.protocol_errors);
+		put_u64(x, "idle_clients_closed", f.service.idle_evicted);
 		put_u64(x, "materialized", f.materialized);
 		put_u64(x, "checkpoints_held", f.checkpoints_held);
 		json_object_object_add(x, "checkpoint_wait_s", json_object_new_double((double)f.checkpoint_wait_ns / 1e9));

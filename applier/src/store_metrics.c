@@ -101,6 +101,9 @@ char *ppl_store_metrics(struct ppl_store *e)
 			       f.service.refused_address + f.service.refused_hello);
 		ppl_om_counter(&m, "ppl_elision_protocol_errors", NULL, "Malformed elision frames",
 			       f.service.protocol_errors);
+		ppl_om_counter(&m, "ppl_elision_idle_clients_closed", NULL,
+			       "Idle elision connections closed to admit a new client when every slot was taken",
+			       f.service.idle_evicted);
 		ppl_om_counter(&m, "ppl_materializations", NULL,
 			       "Elided pages written into their data files (through a doublewrite slot)", f.materialized);
 		ppl_om_counter(&m, "ppl_checkpoint_gate_waits", NULL,

@@ -234,9 +234,58 @@ static void test_server(void)
 	CHECK(strstr(err, "numeric") != NULL);
 }
 
+/* Clients that say hello and then stay quiet must not lock out the
+ * others: once every slot is taken, a newcomer is admitted in the place of
+ * the connection idle longest, if it has been idle long enough; a client
+ * that is asking questions keeps its slot. */
+static void test_idle_clients_make_room(void)
+{
+	struct ppl_elision_server *s;
+	char err[256];
+	struct ppl_elision_server_config cfg = {.token = "tok", .decide = decide, .log = {.log = quiet},
+						.max_clients = 2, .idle_evict_ms = 300};
+	CHECK(ppl_elision_server_start(&cfg, &s, err, sizeof err) == 0);
+	uint16_t port = ppl_elision_server_port(s);
+	unsigned st;
+	int quiet1 = hello(port, "tok", 1, 1, &st);
+	CHECK_EQ_U(st, PPL_ELIDE_HELLO_OK);
+	usleep(50 * 1000);
+	int busy = hello(port, "tok", 1, 1, &st);
+	CHECK_EQ_U(st, PPL_ELIDE_HELLO_OK);
+	/* full, and nobody idle long enough yet: BUSY */
+	int third = hello(port, "tok", 1, 1, &st);
+	CHECK_EQ_U(st, PPL_ELIDE_HELLO_BUSY);
+	close(third);
+	/* `busy` keeps asking, quiet1 stays quiet */
+	uint8_t out[PPL_ELIDE_REQ_LEN], in[PPL_ELIDE_VERDICT_LEN];
+	for (int i = 0; i < 8; i++) {
+		usleep(60 * 1000);
+		struct ppl_elide_req r = {.id = 7 + (unsigned)i, .space = 3, .page_no = 2, .lsn = 100, .page_size = 16384};
+		size_t olen = ppl_elide_put_req(out, &r);
+		CHECK(write(busy, out, olen) == (ssize_t)olen);
+		CHECK_EQ_U(read_n(busy, in, sizeof in), sizeof in);
+	}
+	int late = hello(port, "tok", 1, 1, &st);
+	CHECK_EQ_U(st, PPL_ELIDE_HELLO_OK);
+	CHECK(at_eof(quiet1));
+	/* the active client is still served */
+	struct ppl_elide_req r = {.id = 99, .space = 3, .page_no = 4, .lsn = 100, .page_size = 16384};
+	size_t olen = ppl_elide_put_req(out, &r);
+	CHECK(write(busy, out, olen) == (ssize_t)olen);
+	CHECK_EQ_U(read_n(busy, in, sizeof in), sizeof in);
+	struct ppl_elision_server_stats ss;
+	ppl_elision_server_get_stats(s, &ss);
+	CHECK_EQ_U(ss.idle_evicted, 1);
+	close(quiet1);
+	close(busy);
+	close(late);
+	ppl_elision_server_stop(s);
+}
+
 int main(void)
 {
 	test_frames();
 	test_server();
+	test_idle_clients_make_room();
 	CHECK_DONE();
 }

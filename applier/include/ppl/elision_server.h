@@ -49,6 +49,13 @@ struct ppl_elision_server_config {
 				  ("127.0.0.1,10.1.0.0/16,::1"), "any" for all;
 				  NULL = loopback only */
 	unsigned max_clients;  /* concurrent connections; 0 = 64 */
+	/* A client greeted while max_clients are connected is admitted in
+	 * the place of the connection idle longest, if that one has sent
+	 * nothing for this long (ms; 0 = 30 s): clients that said hello and
+	 * then went quiet must not lock the others out. The client closed so
+	 * sees its connection lost, writes its pages itself meanwhile, and
+	 * connects again. Otherwise the newcomer is answered BUSY. */
+	unsigned idle_evict_ms;
 	unsigned max_inflight; /* pipelining depth advertised to clients; 0 = 256 */
 	ppl_elision_decide_fn decide;
 	void *decide_arg;
@@ -65,6 +72,7 @@ struct ppl_elision_server_stats {
 	uint64_t requests;
 	uint64_t verdicts[PPL_ELIDE_REASON_COUNT]; /* [0] = ACKs */
 	uint64_t closes;           /* PPL_ELISION_CLOSE from the callback */
+	uint64_t idle_evicted;     /* idle connections closed to admit a new client */
 };
 
 /* Binds, listens and starts the listener thread. Returns 0, or -1 with a
