@@ -43,10 +43,8 @@ def parse():
     return ap.parse_args()
 
 
-def report(path, args, results, started, elapsed, load):
+def report(path, args, results, started, elapsed, load, head):
     crashed = [r for r in results if r.crashed]
-    head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
-                          text=True).stdout.strip()
     with open(path, "w") as f:
         f.write(f"# Crash points: {len(crashed)} crashes of the storage node\n\n")
         f.write(f"`scripts/crash-points.py {' '.join(sys.argv[1:])}` at {head}, started {started} UTC, "
@@ -75,6 +73,9 @@ def main():
     base = tempfile.mkdtemp(prefix="ppl-crash-points-", dir=args.dir)
     started = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     load = open("/proc/loadavg").read().split()[:3]
+    # the commit the run's build was made from, read before it starts
+    head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
     print(f"crash-points: {len(todo)} crashes planned; working in {base}", flush=True)
     d = crashpoints.Driver(base, log=lambda line: print(line, flush=True), reach_timeout=args.reach_timeout)
     t0 = time.time()
@@ -95,7 +96,7 @@ def main():
               f"{len(d.ledger.acked) if d.ledger else 0} acknowledged ledger rows kept, {elapsed / 60:.1f} min"
               + ("" if ok else f"; FAILED, the run's directory is kept: {base}"), flush=True)
         if args.report:
-            report(args.report, args, d.results, started, elapsed, " ".join(load))
+            report(args.report, args, d.results, started, elapsed, " ".join(load), head)
         if ok and not args.keep:
             shutil.rmtree(base, ignore_errors=True)
 
