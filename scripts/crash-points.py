@@ -81,15 +81,9 @@ def main():
     t0 = time.time()
     ok = False
     try:
-        d.start()
-        for i, (p, n) in enumerate(todo):
-            print(f"[{i + 1}/{len(todo)}] ", end="", flush=True)
-            d.crash(p, n)
-        d.finish()
+        d.run(todo, before_each=lambda i: print(f"[{i + 1}/{len(todo)}] ", end="", flush=True))
         ok = True
     finally:
-        if not ok:
-            d.stop()
         elapsed = time.time() - t0
         crashed = sum(r.crashed for r in d.results)
         print(f"crash-points: {crashed} crashes at named points, {len(d.results) - crashed} not reached, "

@@ -19,16 +19,9 @@ def test_every_crash_point_loses_nothing(tmp_path):
     require_stack()
     lines = []
     d = crashpoints.Driver(tmp_path, log=lines.append)
-    ok = False
     try:
-        d.start()
-        for point, n in crashpoints.plan(HITS, RESTART_HITS):
-            d.crash(point, n)
-        d.finish()
-        ok = True
+        d.run(crashpoints.plan(HITS, RESTART_HITS))
     finally:
-        if not ok:
-            d.stop()
         print("\n".join(lines))
     crashed = [r for r in d.results if r.crashed]
     missed = [f"{r.point}:{r.n}" for r in d.results if not r.crashed]

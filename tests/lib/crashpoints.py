@@ -97,6 +97,23 @@ class Driver:
             self.stop()
         self.s.assert_storage_clean()
 
+    def run(self, todo, before_each=None):
+        """start(), a crash at each (point, n) of todo, finish(); on a
+        failure everything is stopped before it is raised. before_each(i)
+        is called before the i-th crash (progress)."""
+        ok = False
+        try:
+            self.start()
+            for i, (point, n) in enumerate(todo):
+                if before_each:
+                    before_each(i)
+                self.crash(point, n)
+            self.finish()
+            ok = True
+        finally:
+            if not ok:
+                self.stop()
+
     def stop(self):
         if self.ledger:
             self.ledger.stop_event.set()
