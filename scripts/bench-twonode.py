@@ -54,7 +54,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pplnode  # noqa: E402
 from pplnode import Compute, Ganesha, paths  # noqa: E402
-from lib.mariadb import MariaDB  # noqa: E402
+from lib.mariadb import MariaDB, check_table_problems  # noqa: E402
 
 TOKEN = "ppl-bench-token"
 TPCC = os.path.join(paths.REPO, "tpcc", "tpcc.lua")
@@ -266,9 +266,7 @@ class Workload:
 
     def check(self, db):
         out = db.sql("CHECK TABLE " + ",".join(self.tables()))
-        bad = [line for line in out.strip().splitlines()
-               if line.split("\t")[2] == "status" and line.split("\t")[-1] != "OK"]
-        if bad or not out.strip():
+        if check_table_problems(out):
             raise SystemExit("CHECK TABLE failed:\n" + out)
         if self.name == "tpcc":
             r = subprocess.run(self.command(db, 1, "check"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -41,6 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pplnode  # noqa: E402
 from pplnode import Compute, paths  # noqa: E402
 from lib import stack as stack_lib  # noqa: E402
+from lib.mariadb import check_table_problems  # noqa: E402
 
 TOKEN = "ppl-demo-token"
 TPCC = os.path.join(paths.REPO, "tpcc", "tpcc.lua")
@@ -133,9 +134,7 @@ def tpcc(db, a, command, *args):
 
 def check_tables(db, a):
     out = db.sql("CHECK TABLE " + tables_of(a))
-    bad = [line for line in out.strip().splitlines() if line.split("\t")[2] == "status"
-           and line.split("\t")[-1] != "OK"]
-    if bad or not out.strip():
+    if check_table_problems(out):
         raise SystemExit("CHECK TABLE failed:\n" + out)
     if a.workload == "tpcc":
         out = tpcc(db, a, "check")

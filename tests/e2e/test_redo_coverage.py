@@ -31,7 +31,7 @@ import subprocess
 
 import pytest
 
-from lib.mariadb import MariaDB
+from lib.mariadb import MariaDB, assert_checked
 from lib.stack import STORAGE_FAILURES, Stack, require_stack, verify_counts
 
 MODES = ("elide", "passthrough")
@@ -93,10 +93,7 @@ def assert_verified(s, catcher_mode, at_least=1):
 
 
 def check_tables(db, tables):
-    out = db.sql("CHECK TABLE " + ",".join(tables))
-    rows = [line.split("\t") for line in out.strip().splitlines()]
-    assert rows and all(r[-1] == "OK" for r in rows if r[2] == "status"), out
-    assert not [r for r in rows if r[2] == "error"], out
+    assert_checked(db.sql("CHECK TABLE " + ",".join(tables)))
 
 
 def sb_tables():

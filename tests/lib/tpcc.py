@@ -6,6 +6,7 @@ import os
 import subprocess
 
 from lib import paths
+from lib.mariadb import assert_checked
 
 TPCC = os.path.join(paths.REPO, "tpcc", "tpcc.lua")
 TABLES = ("warehouse", "district", "customer", "history", "new_orders", "orders", "order_line", "item", "stock")
@@ -29,9 +30,7 @@ def names(database="tpcc"):
 def verify(db, scale=SCALE, database="tpcc"):
     """CHECK TABLE passes and every consistency condition holds; returns
     the tables' CHECKSUM TABLE output."""
-    out = db.sql("CHECK TABLE " + names(database))
-    rows = [line.split("\t") for line in out.strip().splitlines()]
-    assert rows and all(r[-1] == "OK" for r in rows if r[2] == "status"), out
+    assert_checked(db.sql("CHECK TABLE " + names(database)))
     out = run(db, "check", *scale, database=database).stdout
     assert "all consistency conditions hold" in out, out[-3000:]
     return db.sql("CHECKSUM TABLE " + names(database))
