@@ -11,6 +11,10 @@ MARIADBD = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
 
 
 
+# How long one statement of a test may take (MariaDB.sql).
+SQL_TIMEOUT_S = 900
+
+
 def check_table_problems(out):
     """The lines of CHECK TABLE's output that say a table is not sound
     (empty: every table checked OK). MariaDB ends each table's rows with
@@ -96,8 +100,11 @@ class MariaDB:
             args += ["-e", statement]
         if db:
             args.insert(2, f"--database={db}")  # --no-defaults must stay first
+        # Bounded: a storage node that stops serving must fail the test
+        # that waits on it, not hang the suite (no statement here takes
+        # minutes).
         r = subprocess.run(args, input=statement if long else None, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True)
+                           text=True, timeout=SQL_TIMEOUT_S)
         if check and r.returncode != 0:
             raise RuntimeError(f"SQL failed: {statement[:200]}\n{r.stderr}")
         return r.stdout
