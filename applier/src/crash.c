@@ -128,9 +128,7 @@ void ppl_crash_point(enum ppl_crash_point p)
 	say(line);
 	raise(SIGKILL);
 }
-#endif
-
-#ifndef PPL_CRASH_POINTS
+#else
 #include <stdio.h>
 
 int ppl_crash_arm(const char *spec, char *err, size_t errlen)

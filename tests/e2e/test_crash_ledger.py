@@ -24,7 +24,7 @@ import random
 import threading
 import time
 
-from lib.ledger import OPTIONS, Ledger, check, final_check, prepare, tpcc_run
+from lib.ledger import OPTIONS, Ledger, Load, check, final_check, prepare, tpcc_run
 from lib.stack import Stack, require_stack
 
 CRASHES = 10
@@ -83,18 +83,7 @@ def test_storage_crashes_lose_nothing(tmp_path):
         populated = prepare(s.db)
         ledger = Ledger(s.db, 1)
         ledger.start()
-        loading = threading.Event()
-        loading.set()
-
-        failed = []
-
-        def load():
-            while loading.is_set():
-                r = tpcc_run(s.db, 5)
-                if r.returncode != 0:   # mariadbd itself never went away
-                    failed.append(r.stdout[-2000:] + r.stderr[-2000:])
-        loader = threading.Thread(target=load, daemon=True)
-        loader.start()
+        load = Load(s.db)
         for k in range(CRASHES):
             seen = len(ledger.acked)
             deadline = time.time() + 60       # each crash comes while the ledger is committing
@@ -108,10 +97,10 @@ def test_storage_crashes_lose_nothing(tmp_path):
         # MariaDB went on through every crash, without a restart of its own
         assert ledger.is_alive(), "the ledger client lost its server"
         ledger.stop_event.set()
-        loading.clear()
         ledger.join(60)
-        loader.join(120)
-        assert not failed, f"{len(failed)} TPC-C run(s) failed across the storage crashes:\n{failed[0]}"
+        load.stop()
+        assert not load.failed, \
+            f"{len(load.failed)} TPC-C run(s) failed across the storage crashes:\n{load.failed[0]}"
         acked = ledger.acked
         final_check(s.db, populated, acked)
     finally:

@@ -133,16 +133,12 @@ class Driver:
     def _restart(self, env=None):
         """ganesha.nfsd again on the same ports; with env, armed for its
         start. Returns whether it died while starting."""
-        self.s._logs.append(self.s.g.log_text())
-        self.s.g.env = env
         try:
-            self.s.g.start()
+            self.s.restart_storage(env)
         except GaneshaError:
             if env is None:
                 raise
             return True
-        finally:
-            self.s.g.env = None
         return False
 
     def _wait_dead(self, timeout):

@@ -150,8 +150,18 @@ class Stack:
         """SIGKILL ganesha.nfsd and start it again on the same ports; the
         hard mount and MariaDB wait for it meanwhile."""
         self.g.kill9()
+        self.restart_storage()
+
+    def restart_storage(self, env=None):
+        """Starts ganesha.nfsd again on the same ports after it died (its
+        log so far is kept for assert_storage_clean); env: environment
+        for this start only."""
         self._logs.append(self.g.log_text())
-        self.g.start()
+        self.g.env = env
+        try:
+            self.g.start()
+        finally:
+            self.g.env = None
 
     def sysbench_through_storage_crash(self, seconds, crash_after, tables, table_size):
         """sysbench oltp_write_only for `seconds`, with ganesha.nfsd killed
