@@ -18,6 +18,7 @@ the seconds its restart and checks took.
 """
 import argparse
 import os
+import signal
 import shutil
 import subprocess
 import sys
@@ -80,6 +81,13 @@ def main():
     d = crashpoints.Driver(base, log=lambda line: print(line, flush=True), reach_timeout=args.reach_timeout)
     t0 = time.time()
     ok = False
+
+    def stopped(signum, _frame):
+        # SIGTERM or SIGHUP (a timeout, a closed terminal): unwind through
+        # the driver's clean-up, which stops every child by pid.
+        raise SystemExit(f"crash-points: stopped by signal {signum}")
+    signal.signal(signal.SIGTERM, stopped)
+    signal.signal(signal.SIGHUP, stopped)
     try:
         d.run(todo, before_each=lambda i: print(f"[{i + 1}/{len(todo)}] ", end="", flush=True))
         ok = True

@@ -84,8 +84,9 @@ static int stage(struct ppl_pool *p, uint32_t space, uint32_t page_no, const uin
 			pthread_mutex_unlock(&p->dw_lock);
 			snprintf(err, errlen, "every doublewrite slot (%u) holds a page whose data-file write failed: "
 				 "the data files cannot be written (a full or failing disk?); free space or fix the "
-				 "disk, then restart the storage node: opening the pool writes the kept pages into "
-				 "their files", p->sb.dw_slots);
+				 "disk: the kept pages are tried again each second (with Apply_Threads), and at the "
+				 "storage node's next start, and their slots come back once written",
+				 p->sb.dw_slots);
 			return -1;
 		}
 		if (!wait) {
@@ -149,6 +150,10 @@ void ppl_pool_dw_keep(struct ppl_pool *p, int slot)
 	pthread_mutex_lock(&p->dw_lock);
 	if (p->dw_busy[slot])
 		p->dw_busy[slot] = DW_KEPT;
+	/* a stage waiting for a slot must learn that the last one in flight
+	 * is kept now: it would wait forever for a slot a failing disk never
+	 * gives back */
+	pthread_cond_broadcast(&p->dw_cond);
 	pthread_mutex_unlock(&p->dw_lock);
 }
 
@@ -228,6 +233,19 @@ unsigned ppl_pool_dw_in_use(struct ppl_pool *p)
 {
 	unsigned n = 0;
 	ppl_pool_dw_for_each(p, count_slot, &n);
+	return n;
+}
+
+size_t ppl_pool_dw_kept_pages(struct ppl_pool *p, uint64_t *keys, size_t max)
+{
+	size_t n = 0;
+	if (p->dw_busy == NULL)
+		return 0;
+	pthread_mutex_lock(&p->dw_lock);
+	for (int s = 0; s < (int)p->sb.dw_slots && n < max; s++)
+		if (p->dw_busy[s] == DW_KEPT)
+			keys[n++] = p->dw_page[s];
+	pthread_mutex_unlock(&p->dw_lock);
 	return n;
 }
 

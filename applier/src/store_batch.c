@@ -67,8 +67,9 @@ static int file_of(struct store_batch *b, uint32_t space, uint64_t ino, unsigned
 static void page_failed(struct store_batch *b, uint32_t space, uint32_t page_no, int slot, const char *what, int err)
 {
 	struct ppl_store *e = b->e;
-	SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " could not be written to its file: %s%s; its "
-		"doublewrite slot is kept", e->datadir, space, page_no, what, strerror(err));
+	if (store_disk_failed(e, space, page_no, *what ? "a sync" : "a write", err))
+		SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " could not be written to its file: "
+			"%s%s; its doublewrite slot is kept", e->datadir, space, page_no, what, strerror(err));
 	ppl_pool_dw_keep(e->pool, slot);
 	ppl_pool_dw_release_page(e->pool, space, page_no, slot);
 }
@@ -101,6 +102,8 @@ size_t store_batch_flush(struct store_batch *b)
 		free(p->frame);
 	}
 	__atomic_add_fetch(&e->materialized, done, __ATOMIC_RELAXED);
+	if (done)
+		store_disk_wrote(e, "a page was written into its file again");
 	b->npages = 0;
 	b->nfiles = 0;
 	return b->failed;
@@ -117,7 +120,9 @@ int store_batch_write(struct store_batch *b, uint32_t space, uint32_t page_no, u
 		slot = ppl_pool_dw_stage(e->pool, space, page_no, frame, ps, msg, sizeof(msg));
 	}
 	if (slot < 0) {
-		SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 ": %s", e->datadir, space, page_no, msg);
+		if (store_no_slot_tell(e))
+			SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 ": %s", e->datadir, space,
+				page_no, msg);
 		free(frame);
 		return -1;
 	}

@@ -108,7 +108,7 @@ static int format_elision(struct ppl_store *e, char *buf, size_t len)
 			"; elision: %" PRIu64 " asked, %" PRIu64 " acked, %" PRIu64 " refused (lsn behind %" PRIu64
 			", lsn ahead %" PRIu64 ", checksum %" PRIu64 ", not durable %" PRIu64 ", unknown page %" PRIu64
 			", other %" PRIu64 "), clients refused %" PRIu64 "; materialized %" PRIu64
-			" page(s), checkpoints held %" PRIu64 " (%.3f s), log wraps held %" PRIu64 " (%.3f s)",
+			" page(s), checkpoints held %" PRIu64 " (%.3f s), log wraps held %" PRIu64 " (%.3f s)%s",
 			s.requests, s.verdicts[0], nacks, s.verdicts[PPL_ELIDE_NACK_LSN_BEHIND],
 			s.verdicts[PPL_ELIDE_NACK_LSN_AHEAD], s.verdicts[PPL_ELIDE_NACK_CHECKSUM],
 			s.verdicts[PPL_ELIDE_NACK_NOT_DURABLE], s.verdicts[PPL_ELIDE_NACK_UNKNOWN_PAGE],
@@ -116,7 +116,8 @@ static int format_elision(struct ppl_store *e, char *buf, size_t len)
 				s.verdicts[PPL_ELIDE_NACK_CHECKSUM] - s.verdicts[PPL_ELIDE_NACK_NOT_DURABLE] -
 				s.verdicts[PPL_ELIDE_NACK_UNKNOWN_PAGE],
 			s.refused_address + s.refused_hello, __atomic_load_n(&e->materialized, __ATOMIC_RELAXED),
-			e->gate_waits, (double)e->gate_ns / 1e9, e->wrap_waits, (double)e->wrap_ns / 1e9);
+			e->gate_waits, (double)e->gate_ns / 1e9, e->wrap_waits, (double)e->wrap_ns / 1e9,
+			__atomic_load_n(&e->disk_failing, __ATOMIC_RELAXED) ? "; DISK FAILING: elision stopped" : "");
 }
 
 void ppl_store_figures(struct ppl_store *e, struct ppl_store_figures *f)
@@ -173,6 +174,9 @@ void ppl_store_figures(struct ppl_store *e, struct ppl_store_figures *f)
 	f->pool_over_cap = __atomic_load_n(&e->pool_over_cap, __ATOMIC_RELAXED);
 	f->pool_full = __atomic_load_n(&e->pool_full, __ATOMIC_RELAXED);
 	f->cleaned = __atomic_load_n(&e->cleaned, __ATOMIC_RELAXED);
+	f->disk_failing = __atomic_load_n(&e->disk_failing, __ATOMIC_RELAXED) != 0;
+	f->disk_failures = __atomic_load_n(&e->disk_failures, __ATOMIC_RELAXED);
+	f->elide_refused_disk = __atomic_load_n(&e->elide_refused_disk, __ATOMIC_RELAXED);
 	f->ahead = __atomic_load_n(&e->ahead, __ATOMIC_RELAXED);
 	f->pool_loaded_pages = e->pool_loaded_pages;
 	f->pool_loaded_records = e->pool_loaded_records;

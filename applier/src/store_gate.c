@@ -327,9 +327,10 @@ static int page_claim(struct ppl_store *e, struct ppl_node *n, uint32_t space, u
 		 * A file renamed where its page 0 is not found yet is kept for. */
 		if (!named)
 			return space_vanished(e, space, "no file of the datadir holds it", e->datadir, false);
-		SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " is not materialized now: its file %s "
-			"cannot be opened (%s); its records are kept", e->datadir, space, page_no, path,
-			strerror(err));
+		if (store_disk_failed(e, space, page_no, "an open", err))
+			SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " is not materialized now: its "
+				"file %s cannot be opened (%s); its records are kept", e->datadir, space, page_no,
+				path, strerror(err));
 		return -1;
 	}
 	if (missing_mark(e, space, false))
@@ -381,6 +382,68 @@ bool store_dw_kept_base(struct ppl_store *e, uint32_t space, uint32_t page_no, u
 	return true;
 }
 
+/* Lines of one failing-disk episode beyond its first that name their page */
+#define DISK_LINES 8
+
+bool store_disk_failed(struct ppl_store *e, uint32_t space, uint32_t page_no, const char *what, int err)
+{
+	__atomic_add_fetch(&e->disk_failures, 1, __ATOMIC_RELAXED);
+	uint64_t nth = __atomic_add_fetch(&e->disk_episode_failures, 1, __ATOMIC_RELAXED);
+	if (__atomic_exchange_n(&e->disk_failing, 1, __ATOMIC_ACQ_REL) == 0) {
+		char path[4096];
+		if (e->dd == NULL || ppl_datadir_path(e->dd, space, path, sizeof(path)) != 0)
+			snprintf(path, sizeof(path), "the file of space %" PRIu32, space);
+		pthread_mutex_lock(&e->elided_lock);
+		size_t elided = e->elided_n;
+		pthread_mutex_unlock(&e->elided_lock);
+		SLOG(e, PPL_LOG_CRIT, "PPL: %s: the disk fails: %s failed for page %" PRIu32 ":%" PRIu32 " of %s: %s. "
+			"Elision is stopped until a page can be written here again: MariaDB writes its pages itself "
+			"meanwhile. The %zu elided page(s) keep their records (pool, doublewrite slots) and are "
+			"served rebuilt; a checkpoint that needs one is refused, and MariaDB stops rather than lose "
+			"it. %s; failures are counted in disk_failures (ppl-inspect live POOL stats)",
+			e->datadir, what, space, page_no, path, strerror(err), elided,
+			err == ENOSPC || err == EDQUOT ? "Free space on the export's file system"
+						       : "Check the disk (the kernel log says more), then restart "
+							 "MariaDB if it stopped");
+	}
+	return nth <= DISK_LINES;
+}
+
+bool store_no_slot_tell(struct ppl_store *e)
+{
+	return !__atomic_load_n(&e->disk_failing, __ATOMIC_ACQUIRE) ||
+	       __atomic_exchange_n(&e->disk_no_slot_told, 1, __ATOMIC_RELAXED) == 0;
+}
+
+void store_disk_wrote(struct ppl_store *e, const char *why)
+{
+	if (__atomic_load_n(&e->disk_failing, __ATOMIC_ACQUIRE) == 0 ||
+	    __atomic_exchange_n(&e->disk_failing, 0, __ATOMIC_ACQ_REL) == 0)
+		return;
+	uint64_t n = __atomic_exchange_n(&e->disk_episode_failures, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->disk_no_slot_told, 0, __ATOMIC_RELAXED);
+	SLOG(e, PPL_LOG_EVENT, "PPL: %s: %s after %" PRIu64 " failed open(s), read(s), write(s) or sync(s) of "
+		"materializations: elision resumes", e->datadir, why, n);
+}
+
+/* While the disk fails, no page is elided: unless no elided page is
+ * left waiting for it (each was written, or its file dropped), when the
+ * next elided page is the only way to find out whether it works again. */
+static bool disk_refuses(struct ppl_store *e)
+{
+	if (__atomic_load_n(&e->disk_failing, __ATOMIC_ACQUIRE) == 0)
+		return false;
+	pthread_mutex_lock(&e->elided_lock);
+	size_t waiting = e->elided_n;
+	pthread_mutex_unlock(&e->elided_lock);
+	if (waiting == 0) {
+		store_disk_wrote(e, "no elided page is left waiting for the disk");
+		return false;
+	}
+	__atomic_add_fetch(&e->elide_refused_disk, 1, __ATOMIC_RELAXED);
+	return true;
+}
+
 /* Writes the page as the index has it, through a doublewrite slot, unless
  * the data file already holds it; then it is the page's base. A page whose
  * last write failed is written again whatever the file seems to hold (a
@@ -411,8 +474,10 @@ static int materialize(struct ppl_store *e, struct ppl_node *n, uint32_t space, 
 	if (readable)
 		kept = store_dw_kept_base(e, space, page_no, frame);
 	if (!readable) {
-		SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be read to materialize it: %s",
-			e->datadir, space, page_no, frame == NULL ? "out of memory" : strerror(errno));
+		int err = errno;
+		if (frame == NULL || store_disk_failed(e, space, page_no, "a read", err))
+			SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be read to materialize "
+				"it: %s", e->datadir, space, page_no, frame == NULL ? "out of memory" : strerror(err));
 	} else if (ppl_node_rebuild(n, space, page_no, frame, UINT64_MAX, &changed, &aerr) != PPL_APPLY_OK) {
 		SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be rebuilt to materialize it "
 			"(%s)", e->datadir, space, page_no, aerr.msg);
@@ -424,15 +489,28 @@ static int materialize(struct ppl_store *e, struct ppl_node *n, uint32_t space, 
 		frame = NULL; /* the batch's now */
 	} else {
 		int slot = ppl_pool_dw_stage(e->pool, space, page_no, frame, ps, err, sizeof(err));
-		if (slot < 0) {
-			SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 ": %s", e->datadir, space, page_no,
-				err);
+		/* No slot (every one is kept by a page whose write failed), but
+		 * this page holds one: it is written without a new slot, its
+		 * kept image standing for it should this write tear (an open of
+		 * the pool writes kept images back before anything is served,
+		 * and the page's records are still there). That is how a disk
+		 * that works again gets its slots back (store_disk_probe). */
+		bool direct = slot < 0 && kept;
+		if (slot < 0 && !direct) {
+			if (store_no_slot_tell(e))
+				SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 ": %s", e->datadir, space,
+					page_no, err);
 		} else if (ppl_datadir_write_page_of(e->dd, space, ino, page_no, frame, ps) != 0) {
-			SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " could not be written to its "
-				"file: %s; its doublewrite slot is kept", e->datadir, space, page_no, strerror(errno));
+			int err = errno;
+			if (store_disk_failed(e, space, page_no, "a write", err))
+				SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " could not be written to "
+					"its file: %s; its doublewrite slot is kept", e->datadir, space, page_no,
+					strerror(err));
 			/* this slot's image is the newest: older ones of the page go */
-			ppl_pool_dw_keep(e->pool, slot);
-			ppl_pool_dw_release_page(e->pool, space, page_no, slot);
+			if (!direct) {
+				ppl_pool_dw_keep(e->pool, slot);
+				ppl_pool_dw_release_page(e->pool, space, page_no, slot);
+			}
 		} else {
 			PPL_CRASH(PAGE_SYNCED);
 			ppl_pool_dw_release(e->pool, slot);
@@ -440,6 +518,7 @@ static int materialize(struct ppl_store *e, struct ppl_node *n, uint32_t space, 
 				ppl_pool_dw_release_page(e->pool, space, page_no, -1);
 			store_page_settled(e, n, frame);
 			__atomic_add_fetch(&e->materialized, 1, __ATOMIC_RELAXED);
+			store_disk_wrote(e, "a page was written into its file again");
 			rc = 0;
 		}
 	}
@@ -723,6 +802,34 @@ static size_t materialize_due(struct ppl_store *e, struct ppl_node *n, struct du
 	return failed;
 }
 
+void store_disk_probe(struct ppl_store *e, struct ppl_node *n)
+{
+	if (__atomic_load_n(&e->disk_failing, __ATOMIC_ACQUIRE) == 0)
+		return;
+	/* first the pages whose slots are kept: without slots, no other page
+	 * can be written */
+	uint64_t kept[64];
+	size_t k = e->pool ? ppl_pool_dw_kept_pages(e->pool, kept, 64) : 0;
+	for (size_t i = 0; i < k; i++)
+		if (store_materialize_page(e, n, (uint32_t)(kept[i] >> 32), (uint32_t)kept[i], NULL) != 0)
+			return;
+	if (k > 0)
+		return;
+	uint64_t key = 0;
+	bool found = false;
+	pthread_mutex_lock(&e->elided_lock);
+	for (size_t i = 0; i < e->elided_cap && !found; i++)
+		if (e->elided[i] > 1) {
+			key = e->elided[i] - 2;
+			found = true;
+		}
+	pthread_mutex_unlock(&e->elided_lock);
+	if (!found)
+		store_disk_wrote(e, "no elided page is left waiting for the disk");
+	else
+		store_materialize_page(e, n, (uint32_t)(key >> 32), (uint32_t)key, NULL);
+}
+
 void store_materialize_elided(struct ppl_store *e, struct ppl_node *n)
 {
 	struct due d = { .e = e, .upto = UINT64_MAX };
@@ -813,6 +920,10 @@ static unsigned decide_page(struct ppl_store *e, struct ppl_node *n, const struc
 	 * old buffer contents final or call an intact log damaged */
 	if (!store_log_vouched(e, n, pg->lsn))
 		return PPL_ELIDE_NACK_NOT_DURABLE;
+	/* not while the disk cannot take materializations: a page elided
+	 * then would live only in its records for as long as the disk fails */
+	if (disk_refuses(e))
+		return PPL_ELIDE_NACK_BUSY;
 	/* only pages it could materialize before a checkpoint passes them */
 	char path[4096];
 	if (ppl_datadir_path(e->dd, pg->space, path, sizeof(path)) != 0)

@@ -101,6 +101,14 @@ struct ppl_store {
 	uint64_t pool_unfit;           /* materialized: one mini-transaction's records too large for a pool record */
 	uint64_t pool_loaded_pages, pool_loaded_records; /* put back at a restart */
 	uint64_t cleaned, ahead;       /* materialized by the cleaner; settled ahead of a checkpoint */
+	/* The disk of the data files failing (store_disk_failed): set by a
+	 * failed read, write or sync of a materialization, cleared by the
+	 * next page written and synced; while set no page is elided. The
+	 * failures of this episode (for the log), of all time, and the
+	 * elision questions refused meanwhile. Atomics. */
+	int disk_failing;
+	int disk_no_slot_told;         /* this episode's "no doublewrite slot" line is out */
+	uint64_t disk_episode_failures, disk_failures, elide_refused_disk;
 
 	/* Background apply (Apply_Threads): worker i settles the elided pages
 	 * whose key hashes to i, ahead of the checkpoints, and cleans the
@@ -286,6 +294,27 @@ bool store_drop_space(struct ppl_store *e, uint32_t space, const char *why);
 bool store_served_rebuilt(struct ppl_store *e, uint32_t space, uint32_t page_no);
 /* Whether the page is in the elided set. */
 bool store_elided_has(struct ppl_store *e, uint64_t key);
+/* A materialization's read, write or sync of the data file of `space`
+ * failed with err (`what`: "an open", "a read", "a write", "a sync"). Elision stops until a
+ * page is written again (store_disk_wrote): a full or failing disk must
+ * not be given more pages whose only copy is their records. The first
+ * failure of an episode logs what happened and what to do. Returns
+ * whether the caller should log its own line for this page too (the
+ * first few of an episode: the rest are counted, not logged). */
+bool store_disk_failed(struct ppl_store *e, uint32_t space, uint32_t page_no, const char *what, int err);
+/* Whether to log that a page found no doublewrite slot: always, but
+ * while the disk fails only once (every page would say it). */
+bool store_no_slot_tell(struct ppl_store *e);
+/* A page was written into its data file and synced, or (why says) the
+ * disk is worth trying again. */
+void store_disk_wrote(struct ppl_store *e, const char *why);
+
+/* While the disk fails (apply worker 0, each second): the pages whose
+ * doublewrite slots are kept written again, or one elided page: the only
+ * way to learn that the disk takes pages again when no checkpoint needs
+ * one written, and to get the slots back. */
+void store_disk_probe(struct ppl_store *e, struct ppl_node *n);
+
 /* The page's records made durable in the pool, or the page materialized
  * (through batch b when not NULL: durable once b is flushed); takes its stripe. */
 int store_settle_page(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no,

@@ -11,6 +11,7 @@
 #include <urcu-bp.h>
 
 #include "ppl/crash.h"
+#include "ppl/fault.h"
 #include "ppl/elision_proto.h"
 #include "ppl/node.h"
 #include "ppl/pool.h"
@@ -114,6 +115,9 @@ static json_object *stats_json(struct ppl_store *e)
 		put_u64(x, "log_wraps_held", f.log_wraps_held);
 		json_object_object_add(x, "log_wrap_wait_s", json_object_new_double((double)f.log_wrap_wait_ns / 1e9));
 		put_u64(x, "log_wrap_pages", f.log_wrap_pages);
+		json_object_object_add(x, "disk_failing", json_object_new_boolean(f.disk_failing));
+		put_u64(x, "disk_failures", f.disk_failures);
+		put_u64(x, "refused_disk_failing", f.elide_refused_disk);
 		json_object_object_add(o, "elision", x);
 	}
 	if (f.pool) {
@@ -225,6 +229,22 @@ char *ppl_store_json(struct ppl_store *e, const char *request)
 		o = json_object_new_object();
 		int rc = ppl_crash_arm(request + 9, msg, sizeof(msg));
 		json_object_object_add(o, rc == 0 ? "armed" : "error", json_object_new_string(msg));
+	} else if (strcmp(request, "fault") == 0 || strncmp(request, "fault ", 6) == 0) {
+		char msg[256], spec[96];
+		unsigned long long hits;
+		o = json_object_new_object();
+		/* the hits of the fault armed until now, read before a new spec resets them */
+		ppl_fault_state(spec, sizeof(spec), &hits);
+		int rc = request[5] == '\0' ? 0 : ppl_fault_arm(request + 6, msg, sizeof(msg));
+		if (rc != 0) {
+			json_object_object_add(o, "error", json_object_new_string(msg));
+		} else {
+			json_object_object_add(o, "fault", json_object_new_string(spec));
+			json_object_object_add(o, "hits", json_object_new_int64((int64_t)hits));
+			if (request[5] != '\0')
+				json_object_object_add(o, strcmp(request + 6, "clear") == 0 ? "cleared" : "armed",
+						       json_object_new_string(msg));
+		}
 	} else {
 		o = json_object_new_object();
 		json_object_object_add(o, "error", json_object_new_string("unknown request: ask \"stats\", "

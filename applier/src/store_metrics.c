@@ -119,6 +119,12 @@ char *ppl_store_metrics(struct ppl_store *e)
 			       "materialized (I3)", f.log_wraps_held);
 		ppl_om_counter_seconds(&m, "ppl_log_wrap_wait_seconds",
 				       "Time MariaDB log writes were held by the wrap guard", f.log_wrap_wait_ns);
+		ppl_om_gauge(&m, "ppl_disk_failing", NULL,
+			     "1 while the data files' disk fails materializations: no page is elided", f.disk_failing);
+		ppl_om_counter(&m, "ppl_disk_failures", NULL,
+			       "Reads, writes and syncs of materializations that failed", f.disk_failures);
+		ppl_om_counter(&m, "ppl_elision_refused_disk_failing", NULL,
+			       "Elision questions refused because the disk was failing", f.elide_refused_disk);
 	}
 	if (f.pool) {
 		ppl_om_gauge(&m, "ppl_pool_blocks_used", NULL, "Blocks of the per-page log pool in use",

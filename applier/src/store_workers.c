@@ -184,8 +184,10 @@ static void *worker_main(void *arg)
 				settle_ahead(e, n, w->idx);
 				store_keep_ahead(e, n, w->idx);
 			}
-			if (w->idx == 0)
+			if (w->idx == 0) {
 				store_marker_follow(e);
+				store_disk_probe(e, n);
+			}
 		}
 		rcu_read_unlock();
 		pthread_mutex_lock(&e->work_lock);

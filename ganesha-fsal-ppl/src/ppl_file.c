@@ -3,6 +3,7 @@
  * ppl_hooks.h for what each hook may do and when it runs). */
 #include <time.h>
 #include "ppl_fsal.h"
+#include "ppl/fault.h"
 
 #include "fsal_convert.h"
 
@@ -31,6 +32,89 @@ static fsal_status_t hook_error(int err)
 	return fsalstat(posix2fsal_error(err), err);
 }
 
+/* An error of the sub-FSAL that says the disk failed (not a file gone,
+ * a permission, a stale handle: those are the client's business). */
+static bool disk_error(fsal_status_t st)
+{
+	return st.major == ERR_FSAL_IO || st.major == ERR_FSAL_NOSPC || st.major == ERR_FSAL_DQUOT ||
+	       st.major == ERR_FSAL_ROFS || st.major == ERR_FSAL_NXIO;
+}
+
+static size_t iov_total(const struct fsal_io_arg *arg)
+{
+	size_t len = 0;
+
+	for (int i = 0; i < (int)arg->iov_count; i++)
+		len += arg->iov[i].iov_len;
+	return len;
+}
+
+/* A READ, WRITE or COMMIT of the export's files that its file system
+ * failed (the sub-FSAL's error, or the test build's injected fault): the
+ * client gets the error, and the operator a line that says which file,
+ * which operation and what to do, since MariaDB's own message names only
+ * its side. At most one line in 10 s: a full disk fails every write, and
+ * MariaDB retries some of them at once. */
+static void io_failed(struct ppl_handle *h, enum ppl_fault_op op, uint64_t offset, size_t len, int err)
+{
+	/* per operation and kind of file: a full disk's failed page writes
+	 * must not hide the log write that fails next */
+	static uint64_t last_ns[3][PPL_FILE_CLASS_COUNT], quiet[3][PPL_FILE_CLASS_COUNT];
+	static const char *const ops[] = {"WRITE", "COMMIT", "READ"};
+	struct ppl_file f;
+	char name[NAME_MAX + 1];
+
+	ppl_file_of(h, &f, name, sizeof(name));
+	uint64_t *lastp = &last_ns[op][f.cls], *quietp = &quiet[op][f.cls];
+	uint64_t now = now_ns(), last = __atomic_load_n(lastp, __ATOMIC_RELAXED);
+
+	if (last != 0 && now - last < 10000000000ull) {
+		__atomic_add_fetch(quietp, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	if (!__atomic_compare_exchange_n(lastp, &last, now, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return;
+	LogCrit(COMPONENT_FSAL,
+		"PPL: a %s of %s (%zu bytes at offset %" PRIu64 ") failed in the export's file system: %s; the "
+		"client gets the error (MariaDB stops on a failed log write or sync; it retries a failed page "
+		"write). %s (%" PRIu64 " more such failure(s) not logged in the last 10 s)",
+		ops[op], f.name ? f.name : "a file of the export", len, offset, strerror(err),
+		err == ENOSPC || err == EDQUOT ? "Free space on the export's file system"
+					       : "Check the disk (the kernel log says more), then restart MariaDB if it stopped",
+		__atomic_exchange_n(quietp, 0, __ATOMIC_RELAXED));
+}
+
+/* The test build's disk-fault switch (ppl/fault.h), asked before the
+ * sub-FSAL is: 0, or the errno the operation fails with as the disk's
+ * would. Nothing outside the test build. */
+static int disk_fault(struct ppl_handle *h, enum ppl_fault_op op)
+{
+#ifdef PPL_CRASH_POINTS
+	struct ppl_file f;
+	char name[NAME_MAX + 1];
+	enum ppl_fault_files files = PPL_FAULT_FILE_OTHER;
+
+	ppl_file_of(h, &f, name, sizeof(name));
+	switch (f.cls) {
+	case PPL_FILE_REDO_LOG:
+	case PPL_FILE_REDO_NEW:
+		files = PPL_FAULT_FILE_LOG;
+		break;
+	case PPL_FILE_TABLESPACE:
+	case PPL_FILE_SYSTEM_TS:
+	case PPL_FILE_UNDO_TS:
+		files = PPL_FAULT_FILE_DATA;
+		break;
+	default:
+		break;
+	}
+	return ppl_fault_hit(op, files, f.name ? f.name : "a file of the export");
+#else
+	(void)h, (void)op;
+	return 0;
+#endif
+}
+
 /* The sub-FSAL wrote the bytes through; the engine sees them before the
  * client is told (the reply is sent by done->cb). */
 static void write_done(struct fsal_obj_handle *sub, fsal_status_t ret, void *obj_data, void *caller_data)
@@ -42,6 +126,8 @@ static void write_done(struct fsal_obj_handle *sub, fsal_status_t ret, void *obj
 
 	(void)sub;
 	op_ctx->fsal_export = &done->pexp->exp;
+	if (disk_error(ret))
+		io_failed(h, PPL_FAULT_WRITE, arg->offset, iov_total(arg), ret.minor ? (int)ret.minor : EIO);
 	if (!FSAL_IS_ERROR(ret) && ppl_handle_class(h) != PPL_FILE_OTHER) {
 		struct ppl_file f;
 		char name[NAME_MAX + 1];
@@ -76,6 +162,8 @@ static void read_done(struct fsal_obj_handle *sub, fsal_status_t ret, void *obj_
 
 	(void)sub;
 	op_ctx->fsal_export = &done->pexp->exp;
+	if (disk_error(ret))
+		io_failed(h, PPL_FAULT_READ, arg->offset, iov_total(arg), ret.minor ? (int)ret.minor : EIO);
 	if (!FSAL_IS_ERROR(ret) && ppl_handle_class(h) != PPL_FILE_OTHER) {
 		struct ppl_file f;
 		char name[NAME_MAX + 1];
@@ -117,7 +205,14 @@ static void read2(struct fsal_obj_handle *obj, bool bypass, fsal_async_cb cb, st
 	struct ppl_export *pexp = ppl_ctx_export();
 	struct io_done *d = io_done_new(obj, cb, cb_arg);
 	struct ppl_handle *h = ppl_handle_of(obj);
+	int fault = disk_fault(h, PPL_FAULT_READ);
 
+	if (fault) {
+		io_failed(h, PPL_FAULT_READ, arg->offset, iov_total(arg), fault);
+		gsh_free(d);
+		cb(obj, hook_error(fault), arg, cb_arg);
+		return;
+	}
 	if (ppl_handle_class(h) != PPL_FILE_OTHER) {
 		struct ppl_file f;
 		char name[NAME_MAX + 1];
@@ -141,7 +236,14 @@ static void write2(struct fsal_obj_handle *obj, bool bypass, fsal_async_cb cb, s
 	struct ppl_export *pexp = ppl_ctx_export();
 	struct io_done *d = io_done_new(obj, cb, cb_arg);
 	struct ppl_handle *h = ppl_handle_of(obj);
+	int fault = disk_fault(h, PPL_FAULT_WRITE);
 
+	if (fault) {
+		io_failed(h, PPL_FAULT_WRITE, arg->offset, iov_total(arg), fault);
+		gsh_free(d);
+		cb(obj, hook_error(fault), arg, cb_arg);
+		return;
+	}
 	if (ppl_handle_class(h) != PPL_FILE_OTHER) {
 		struct ppl_file f;
 		char name[NAME_MAX + 1];
@@ -171,8 +273,15 @@ static fsal_status_t commit2(struct fsal_obj_handle *obj, off_t offset, size_t l
 	struct ppl_export *pexp = ppl_ctx_export();
 	struct ppl_handle *h = ppl_handle_of(obj);
 	fsal_status_t st;
+	int fault = disk_fault(h, PPL_FAULT_SYNC);
 
+	if (fault) {
+		io_failed(h, PPL_FAULT_SYNC, (uint64_t)offset, len, fault);
+		return hook_error(fault);
+	}
 	PPL_SUBCALL(pexp, st = h->sub->obj_ops->commit2(h->sub, offset, len));
+	if (disk_error(st))
+		io_failed(h, PPL_FAULT_SYNC, (uint64_t)offset, len, st.minor ? (int)st.minor : EIO);
 	if (!FSAL_IS_ERROR(st) && ppl_handle_class(h) != PPL_FILE_OTHER) {
 		struct ppl_file f;
 		char name[NAME_MAX + 1];

@@ -12,6 +12,7 @@
 #include "ppl/fileclass.h"
 #include "ppl/store_config.h"
 #include "ppl/control.h"
+#include "ppl/fault.h"
 #include "ppl/store.h"
 #include "ppl_hooks.h"
 #include "ppl_fsal.h"
@@ -91,7 +92,10 @@ bool ppl_class_has_pages(enum ppl_file_class cls)
 struct ppl_hooks *ppl_hooks_create(const char *datadir, const struct ppl_config *cfg, char *err, size_t errlen)
 {
 	struct ppl_hooks *h = calloc(1, sizeof(struct ppl_hooks));
-	if (h == NULL || (h->engine = ppl_store_new(datadir, &ppl_ganesha_env)) == NULL) {
+	struct ppl_store_env env = ppl_ganesha_env;
+	/* POSIX, behind the disk-fault switch in the test build (ppl/fault.h) */
+	env.io = ppl_fault_io();
+	if (h == NULL || (h->engine = ppl_store_new(datadir, &env)) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		free(h);
 		return NULL;

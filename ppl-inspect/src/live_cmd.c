@@ -93,11 +93,13 @@ int live_main(int argc, char **argv, void (*usage)(FILE *))
 	bool takes_arg = what && (strcmp(what, "page") == 0 || strcmp(what, "forget-space") == 0 ||
 				  strcmp(what, "crash-at") == 0);
 	bool metrics = what && strcmp(what, "metrics") == 0;
+	/* fault takes a spec, or nothing (what is armed, and its hits) */
+	bool fault = what && strcmp(what, "fault") == 0;
 	if (pool == NULL || what == NULL ||
 	    (strcmp(what, "stats") != 0 && strcmp(what, "page") != 0 && strcmp(what, "forget-space") != 0 &&
-	     strcmp(what, "crash-at") != 0 &&
+	     strcmp(what, "crash-at") != 0 && !fault &&
 	     !metrics) ||
-	    takes_arg != (page != NULL) || (metrics && json)) {
+	    (!fault && takes_arg != (page != NULL)) || (metrics && json)) {
 		usage(stderr);
 		return 2;
 	}

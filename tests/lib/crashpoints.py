@@ -142,8 +142,8 @@ class Driver:
         return False
 
     def _wait_dead(self, timeout):
-        t0 = time.time()
-        while time.time() - t0 < timeout:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
             p = self.s.g.proc
             if p is None or p.poll() is not None:
                 return True
@@ -155,19 +155,31 @@ class Driver:
         """Waits until the ledger commits once more: each crash comes
         under load."""
         seen = len(self.ledger.acked)
-        deadline = time.time() + 60
-        while len(self.ledger.acked) == seen and self.ledger.is_alive() and time.time() < deadline:
+        deadline = time.monotonic() + 60
+        while len(self.ledger.acked) == seen and self.ledger.is_alive() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert len(self.ledger.acked) > seen, "the ledger stopped committing (mariadbd gone?)"
 
     def _disarm(self, point):
         self.s.live("crash-at", f"{point}:{2 ** 62}")
 
+    def _exit_status(self):
+        p = self.s.g.proc
+        return p.returncode if p is not None else self.s.g.last_exit
+
     def _died_at(self, r, said, t0):
-        r.seconds = time.time() - t0
+        r.seconds = time.monotonic() - t0
         assert self._said(r.point, r.n) == said + 1, \
-            f"ganesha.nfsd died, but not at crash point {r.point}:{r.n}:\n{self.s.g.tail_log()}"
+            (f"ganesha.nfsd died (exit status {self._exit_status()}), but not at crash point "
+             f"{r.point}:{r.n}:\n{self.s.g.tail_log()}\nstderr:\n{self._stderr_tail()}")
         r.crashed = True
+
+    def _stderr_tail(self, n=20):
+        try:
+            with open(self.s.g.stderr, errors="replace") as f:
+                return "\n".join(f.read().splitlines()[-n:])
+        except OSError as e:
+            return f"(no stderr: {e})"
 
     def _live(self, point, n):
         """Arms the running node at (point, n) and waits for it to die
@@ -175,22 +187,22 @@ class Driver:
         r = Result(point, n, "live")
         self.results.append(r)
         self._committing()
-        said, t0 = self._said(point, n), time.time()
+        said, t0 = self._said(point, n), time.monotonic()
         armed = self.s.live("crash-at", f"{point}:{n}")
         assert armed.get("armed") == f"{point}:{n}", armed
         if self._wait_dead(self.reach_timeout):
             self._died_at(r, said, t0)
         else:
             self._disarm(point)
-            r.seconds = time.time() - t0
+            r.seconds = time.monotonic() - t0
         return r
 
     def _checked(self, r):
         """Starts the dead node again, unarmed, and checks what survived."""
-        t1 = time.time()
+        t1 = time.monotonic()
         self._restart()
         check(self.s.db, list(self.ledger.acked))
-        r.check_s = time.time() - t1
+        r.check_s = time.monotonic() - t1
 
     def crash(self, point, n):
         """One crash at (point, n) and the checks after it; a point of
@@ -207,14 +219,14 @@ class Driver:
         r = Result(point, n, "restart")
         self.results.append(r)
         if first.crashed:
-            said, t0 = self._said(point, n), time.time()
+            said, t0 = self._said(point, n), time.monotonic()
             died = self._restart(env={"PPL_CRASH_AT": f"{point}:{n}"}) or self._wait_dead(self.reach_timeout)
             if died:
                 self._died_at(r, said, t0)
                 self._checked(r)
             else:
                 self._disarm(point)
-                r.seconds = time.time() - t0
+                r.seconds = time.monotonic() - t0
                 check(self.s.db, list(self.ledger.acked))
         self.log(r.row())
         return r

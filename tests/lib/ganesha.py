@@ -155,6 +155,7 @@ class Ganesha:
         self.port = None
         self.mnt_port = None
         self.proc = None
+        self.last_exit = None  # exit status of a start that died while starting
         self._log_offset = 0
 
     # -- configuration -------------------------------------------------
@@ -225,8 +226,12 @@ EXPORT {{
             try:
                 self._start_once(timeout, expect_export)
                 return self
-            except GaneshaError as e:
-                retry = re.search(r"Cannot bind|Address already in use|Cannot register", str(e))
+            except GaneshaError:
+                # Only what this start logged: older starts' lines in the
+                # same log must not turn a crash into a retry (a retry with
+                # a crash point armed by env starts a second armed server).
+                retry = re.search(r"Cannot bind|Address already in use|Cannot register",
+                                  self.log_text(since_start=True))
                 if not retry or attempt == 2:
                     raise
                 # A port taken between free_port() and bind, or rpcbind gone
@@ -254,7 +259,7 @@ EXPORT {{
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                rc = self.proc.returncode
+                rc = self.last_exit = self.proc.returncode
                 self.proc = None
                 raise GaneshaError(f"ganesha.nfsd exited with {rc}:\n{self.tail_log()}")
             log = self.log_text(since_start=True)

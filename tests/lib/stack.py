@@ -193,10 +193,15 @@ class Stack:
         return json.loads(r.stdout)
 
     def stop(self):
-        self.db.kill()
+        # SIGKILL mariadbd first but reap it after the mount is gone: its
+        # exit closes files on the mount, and with the storage node dead
+        # (a failed crash test) the hard mount would hold it there forever.
+        if self.db.proc and self.db.proc.poll() is None:
+            self.db.proc.kill()
         if self.mount:
             self.mount.stop()
             self.mount = None
+        self.db.kill()
         if self.g.proc:
             self.g.stop()
             self._logs.append(self.g.log_text())

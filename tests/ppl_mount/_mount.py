@@ -8,7 +8,9 @@ import time
 
 
 def is_mounted(mountpoint):
-    mp = os.path.realpath(mountpoint)
+    # abspath, not realpath: realpath stats the mount point itself, which
+    # waits forever on a hard mount whose server is gone
+    mp = os.path.abspath(mountpoint)
     with open("/proc/self/mounts") as f:
         for line in f:
             fields = line.split()

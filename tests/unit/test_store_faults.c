@@ -231,6 +231,16 @@ static void test_gate_write_fails(const char *what, enum fault_call call, int er
 	struct ppl_store_figures f;
 	ppl_store_figures(h.s, &f);
 	CHECK_EQ_U(f.materialized, 0);
+	/* a disk that cannot take this page gets no more: elision stops,
+	 * said once with what to do, and MariaDB writes its pages itself */
+	CHECK(f.disk_failing);
+	CHECK(f.disk_failures >= 2);
+	CHECK(logged(&h, "the disk fails"));
+	CHECK(logged(&h, "Elision is stopped"));
+	CHECK(logged(&h, err == ENOSPC ? "Free space" : "Check the disk"));
+	CHECK_EQ_U(ask(&h, 3, image, PS), PPL_ELIDE_NACK_BUSY);
+	ppl_store_figures(h.s, &f);
+	CHECK_EQ_U(f.elide_refused_disk, 1);
 	/* MariaDB's page, whatever the file holds now */
 	CHECK_EQ_U(host_read(&h, 3, got), 0);
 	CHECK(memcmp(got, image, PS) == 0);
@@ -244,6 +254,10 @@ static void test_gate_write_fails(const char *what, enum fault_call call, int er
 	CHECK(memcmp(got, image, PS) == 0); /* the file holds MariaDB's page */
 	CHECK_EQ_U(host_read(&h, 3, got), 0);
 	CHECK(memcmp(got, image, PS) == 0);
+	/* the page written: the disk takes pages again, and elision resumes */
+	CHECK(!f.disk_failing);
+	CHECK(logged(&h, "elision resumes"));
+	elide_change(&h, 0x33, 100, image);
 	host_close(&h);
 }
 

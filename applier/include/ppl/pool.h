@@ -271,6 +271,9 @@ void ppl_pool_dw_release_page(struct ppl_pool *p, uint32_t space, uint32_t page_
 
 /* How many slots hold a staged page (in flight, or kept after a failed write). */
 unsigned ppl_pool_dw_in_use(struct ppl_pool *p);
+/* The pages (space << 32 | page_no) of up to max slots kept after a
+ * failed write; how many. */
+size_t ppl_pool_dw_kept_pages(struct ppl_pool *p, uint64_t *keys, size_t max);
 /* Slots in use (for inspection). fn gets space, page, page LSN and size. */
 void ppl_pool_dw_for_each(struct ppl_pool *p,
 			  void (*fn)(void *arg, int slot, uint32_t space, uint32_t page_no, uint64_t lsn,

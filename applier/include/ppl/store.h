@@ -256,6 +256,11 @@ struct ppl_store_figures {
 	bool copying;                  /* a log being copied in: ingest waits */
 	uint64_t logs_copied_in, superseded_writes, spaces_dropped;
 	uint64_t spaces_missing;       /* files vanished unannounced, their pages kept */
+	/* the data files' disk failing now (no page elided until a page is
+	 * written again); failed reads, writes and syncs of materializations;
+	 * elision questions refused because of it */
+	bool disk_failing;
+	uint64_t disk_failures, elide_refused_disk;
 };
 void ppl_store_figures(struct ppl_store *e, struct ppl_store_figures *f);
 /* The index and the pool, for one page's dump; NULL when there is none.
