@@ -43,7 +43,7 @@ static uint64_t hits;            /* of the armed point */
 static char bad[300];            /* why PPL_CRASH_AT is wrong */
 
 /* Plain write(2): the process is about to die and stdio may hold locks. */
-static void say(const char *line)
+void ppl_crash_say(const char *line)
 {
 	size_t len = strlen(line), off = 0;
 	while (off < len) {
@@ -114,7 +114,7 @@ void ppl_crash_point(enum ppl_crash_point p)
 	pthread_once(&once, arm);
 	int a = __atomic_load_n(&armed, __ATOMIC_ACQUIRE);
 	if (a == -2) {
-		say(bad);
+		ppl_crash_say(bad);
 		abort();
 	}
 	if ((int)p != a)
@@ -125,7 +125,7 @@ void ppl_crash_point(enum ppl_crash_point p)
 	char line[200];
 	snprintf(line, sizeof line, "PPL crash point %s hit %" PRIu64 ": killing the process (PPL_CRASH_AT)\n",
 		 names[p], h);
-	say(line);
+	ppl_crash_say(line);
 	raise(SIGKILL);
 }
 #else

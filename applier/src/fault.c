@@ -3,6 +3,7 @@
  * and there is none at all outside the test build. */
 #include "ppl/fault.h"
 
+#include "ppl/crash.h"
 #include "ppl/fileclass.h"
 
 enum ppl_fault_files ppl_fault_files_of(const char *path)
@@ -70,20 +71,7 @@ static unsigned long long hits;  /* of the armed fault */
 static bool told;                /* its first hit is on stderr */
 
 static const char *const op_names[] = {"write", "sync", "read"};
-static const char *const file_names[] = {"log", "data", "other"};
-
-static void say(const char *line)
-{
-	size_t len = strlen(line), off = 0;
-	while (off < len) {
-		ssize_t n = write(2, line + off, len - off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		off += (size_t)n;
-	}
-}
+static const char *const file_names[] = {"log", "data", "other", "pool"};
 
 static int pick(const char *word, size_t len, const char *const *names, int count)
 {
@@ -98,7 +86,7 @@ static int pick(const char *word, size_t len, const char *const *names, int coun
 static int parse(const char *spec, struct fault *f, char *msg, size_t len)
 {
 	static const char usage[] = "give <op>:<files>:<effect>[:<count>]: op write|sync|read|any, "
-				    "files log|data|any, effect EIO|ENOSPC|<N>ms";
+				    "files log|data|pool|any, effect EIO|ENOSPC|<N>ms";
 	const char *part[5];
 	size_t plen[5];
 	int n = 0;
@@ -117,7 +105,9 @@ static int parse(const char *spec, struct fault *f, char *msg, size_t len)
 	}
 	memset(f, 0, sizeof *f);
 	f->op = pick(part[0], plen[0], op_names, 3);
-	f->files = pick(part[1], plen[1], file_names, 2);
+	f->files = pick(part[1], plen[1], file_names, 4);
+	if (f->files == PPL_FAULT_FILE_OTHER)
+		f->files = -2;
 	if (f->op == -2 || f->files == -2) {
 		snprintf(msg, len, "fault \"%s\": no such %s: %s", spec, f->op == -2 ? "operation" : "kind of file",
 			 usage);
@@ -180,7 +170,7 @@ static void from_env(void)
 	if (rc != 0) {
 		/* a test that cannot meet its fault must not pass */
 		strcat(msg, " (PPL_FAULT)\n");
-		say(msg);
+		ppl_crash_say(msg);
 		abort();
 	}
 }
@@ -227,7 +217,7 @@ int ppl_fault_hit(enum ppl_fault_op op, enum ppl_fault_files files, const char *
 		char line[PATH_MAX + 200];
 		snprintf(line, sizeof line, "PPL fault %s hit: %s of %s (%s)\n", spec, op_names[op], path,
 			 file_names[files]);
-		say(line);
+		ppl_crash_say(line);
 	}
 	if (ms) {
 		struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};

@@ -251,6 +251,11 @@ int ppl_pool_set_durable_lsn(struct ppl_pool *p, uint64_t lsn)
 	return 0;
 }
 
+int ppl_pool_persist_failed(const struct ppl_pool *p)
+{
+	return __atomic_load_n(&p->pm.failed, __ATOMIC_ACQUIRE);
+}
+
 uint64_t ppl_pool_durable_lsn(const struct ppl_pool *p)
 {
 	return __atomic_load_n(&p->durable_lsn, __ATOMIC_ACQUIRE);

@@ -1,7 +1,10 @@
 #include "pool_persist.h"
 
+#include <errno.h>
 #include <libpmem.h>
 #include <string.h>
+
+#include "ppl/fault.h"
 
 const char *pm_mode_name(enum pm_mode m)
 {
@@ -42,9 +45,16 @@ void pm_flush(struct pool_pm *pm, uint64_t off, size_t len)
 {
 	if (len == 0)
 		return;
-	if (pm->mode == PM_MSYNC)
-		pmem_msync(pm->base + off, len); /* synchronous: flush and drain at once */
-	else
+	if (pm->mode == PM_MSYNC) {
+		/* synchronous: flush and drain at once */
+		int err = ppl_fault_hit(PPL_FAULT_SYNC, PPL_FAULT_FILE_POOL, "the pool");
+		if (err == 0 && pmem_msync(pm->base + off, len) != 0)
+			err = errno ? errno : EIO;
+		if (err) {
+			int none = 0;
+			__atomic_compare_exchange_n(&pm->failed, &none, err, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+		}
+	} else
 		pmem_flush(pm->base + off, len);
 	if (pm->tracer)
 		pm->tracer->flush(pm->tracer->arg, off, len);

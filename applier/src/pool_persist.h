@@ -25,6 +25,10 @@ struct pool_pm {
 	size_t len;
 	enum pm_mode mode;
 	const struct ppl_pool_tracer *tracer;
+	/* PM_MSYNC: the errno of the first msync that failed (atomic), 0
+	 * while none has. Sticky: what was flushed since may not be on the
+	 * disk, and the pool cannot tell which stores those were. */
+	int failed;
 };
 
 const char *pm_mode_name(enum pm_mode m);

@@ -177,6 +177,7 @@ void ppl_store_figures(struct ppl_store *e, struct ppl_store_figures *f)
 	f->disk_failing = __atomic_load_n(&e->disk_failing, __ATOMIC_RELAXED) != 0;
 	f->disk_failures = __atomic_load_n(&e->disk_failures, __ATOMIC_RELAXED);
 	f->elide_refused_disk = __atomic_load_n(&e->elide_refused_disk, __ATOMIC_RELAXED);
+	f->pool_persist_failed = e->pool ? ppl_pool_persist_failed(e->pool) : 0;
 	f->ahead = __atomic_load_n(&e->ahead, __ATOMIC_RELAXED);
 	f->pool_loaded_pages = e->pool_loaded_pages;
 	f->pool_loaded_records = e->pool_loaded_records;

@@ -409,6 +409,20 @@ bool store_disk_failed(struct ppl_store *e, uint32_t space, uint32_t page_no, co
 	return nth <= DISK_LINES;
 }
 
+bool store_pool_failed(struct ppl_store *e)
+{
+	int err = e->pool ? ppl_pool_persist_failed(e->pool) : 0;
+	if (err == 0)
+		return false;
+	if (__atomic_exchange_n(&e->pool_failed_told, 1, __ATOMIC_RELAXED) == 0)
+		SLOG(e, PPL_LOG_CRIT, "PPL: %s: the pool's file could not be made durable (msync: %s): what it "
+			"took since may not be on its disk. No page is elided any more, and every elided page a "
+			"checkpoint needs is written into its data file instead of being kept in the pool. Fix or "
+			"replace the pool's device, then restart the storage node (ppl-inspect pool check POOL "
+			"first); until then MariaDB writes its pages itself", e->datadir, strerror(err));
+	return true;
+}
+
 bool store_no_slot_tell(struct ppl_store *e)
 {
 	return !__atomic_load_n(&e->disk_failing, __ATOMIC_ACQUIRE) ||
@@ -604,7 +618,7 @@ static int settle(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint3
 {
 	struct ppl_pool_page_info pi;
 	struct to_pool t = { .pool = e->pool, .space = space, .page_no = page_no, .st = PPL_POOL_OK };
-	if (e->pool_keeps_nothing || (page_no == 0 && !page0_names_space(e, space, ino)))
+	if (e->pool_keeps_nothing || store_pool_failed(e) || (page_no == 0 && !page0_names_space(e, space, ino)))
 		return materialize(e, n, space, page_no, ino, b);
 	if (ppl_pool_page_info(e->pool, space, page_no, &pi)) {
 		if (pi.damaged)
@@ -924,6 +938,8 @@ static unsigned decide_page(struct ppl_store *e, struct ppl_node *n, const struc
 	 * then would live only in its records for as long as the disk fails */
 	if (disk_refuses(e))
 		return PPL_ELIDE_NACK_BUSY;
+	if (store_pool_failed(e))
+		return PPL_ELIDE_NACK_INTERNAL;
 	/* only pages it could materialize before a checkpoint passes them */
 	char path[4096];
 	if (ppl_datadir_path(e->dd, pg->space, path, sizeof(path)) != 0)

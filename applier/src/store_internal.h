@@ -108,6 +108,7 @@ struct ppl_store {
 	 * elision questions refused meanwhile. Atomics. */
 	int disk_failing;
 	int disk_no_slot_told;         /* this episode's "no doublewrite slot" line is out */
+	int pool_failed_told;          /* the pool's failed msync is in the log */
 	uint64_t disk_episode_failures, disk_failures, elide_refused_disk;
 
 	/* Background apply (Apply_Threads): worker i settles the elided pages
@@ -302,6 +303,10 @@ bool store_elided_has(struct ppl_store *e, uint64_t key);
  * whether the caller should log its own line for this page too (the
  * first few of an episode: the rest are counted, not logged). */
 bool store_disk_failed(struct ppl_store *e, uint32_t space, uint32_t page_no, const char *what, int err);
+/* Whether the pool's file failed to persist (a failed msync): then no
+ * page is elided and none is kept in the pool (settle writes it into its
+ * file), until the store is opened again. Logged once. */
+bool store_pool_failed(struct ppl_store *e);
 /* Whether to log that a page found no doublewrite slot: always, but
  * while the disk fails only once (every page would say it). */
 bool store_no_slot_tell(struct ppl_store *e);

@@ -135,6 +135,8 @@ static json_object *stats_json(struct ppl_store *e)
 		put_u64(x, "settled_ahead", f.ahead);
 		put_u64(x, "put_back_pages", f.pool_loaded_pages);
 		put_u64(x, "put_back_records", f.pool_loaded_records);
+		json_object_object_add(x, "persist_error", f.pool_persist_failed
+				       ? json_object_new_string(strerror(f.pool_persist_failed)) : NULL);
 		/* where to look first: the pages holding the oldest records */
 		struct ppl_pool_page_ref refs[8];
 		size_t k = ppl_pool_oldest(ppl_store_pool(e), refs, 8);

@@ -131,6 +131,9 @@ char *ppl_store_metrics(struct ppl_store *e)
 			     f.pool_usage.nblocks - f.pool_usage.free_blocks);
 		ppl_om_gauge(&m, "ppl_pool_blocks_free", NULL, "Blocks of the per-page log pool free",
 			     f.pool_usage.free_blocks);
+		ppl_om_gauge(&m, "ppl_pool_persist_failed", NULL,
+			     "1 once the pool file's msync failed: nothing is elided or kept in it until a restart",
+			     f.pool_persist_failed != 0);
 		ppl_om_gauge(&m, "ppl_pool_pages", NULL, "Pages whose records the pool keeps (unmaterialized)",
 			     f.pool_usage.pages);
 		ppl_om_gauge(&m, "ppl_pool_durable_lsn", NULL, "The LSN the pool's records are durable up to",

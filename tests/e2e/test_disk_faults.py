@@ -19,6 +19,8 @@ CHECK TABLE passes and TPC-C's consistency conditions hold:
   resumes, and (MariaDB started again if it had stopped) commits go on;
 - EIO on a log write, and on a sync of the log: MariaDB stops (InnoDB's
   fatal error), and its recovery over the stack loses nothing;
+- the pool's file (on a disk, msync) failing to sync: no page is elided
+  or kept in the pool any more until the storage node is restarted;
 - a slow disk (every operation 20 ms late): MariaDB slows down, nothing
   fails.
 
@@ -211,6 +213,45 @@ def test_log_error_stops_mariadb_and_loses_nothing(rig, spec, what):
     rig.halt()
     rig.s.db.kill()
     rig.s.db.start()
+    rig.checked()
+
+
+def test_pool_sync_error_stops_elision_until_restart(rig):
+    """The pool's file on a disk (msync) fails to sync: nothing it took
+    since can be counted on, so no page is elided or kept in it any more
+    (the gate writes pages into their files), MariaDB goes on writing its
+    pages itself; a restart of the storage node once the device is fixed
+    brings elision back."""
+    if rig.s.db.proc is None or rig.s.db.proc.poll() is not None:
+        rig.s.db.kill()
+        rig.s.db.start()
+    rig.go()
+    slog = len(rig.s.g.log_text())
+    rig.arm("sync:pool:EIO")
+    rig.wait_hit()
+    deadline = time.monotonic() + 60
+    while "could not be made durable" not in rig.storage_log_since(slog) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    log = rig.storage_log_since(slog)
+    assert re.search(r"the pool's file could not be made durable \(msync: Input/output error\).*No page is "
+                     r"elided any more", log), log[-3000:]
+    assert rig.s.live("stats")["pool"]["persist_error"] == "Input/output error"
+    time.sleep(1)
+    acked = rig.elision()["acked"]
+    rig.wait_commits(100)
+    assert rig.elision()["acked"] == acked, "pages elided after the pool failed to sync"
+    assert rig.s.db.proc.poll() is None
+    assert rig.clear() == "sync:pool:EIO"
+    # the device fixed: a clean restart of the storage node (MariaDB waits
+    # on the hard mount meanwhile) and elision is back
+    rig.s.g.stop()
+    rig.s.restart_storage()
+    rig.wait_commits(50)
+    deadline = time.monotonic() + 60
+    while rig.elision()["acked"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert rig.elision()["acked"] > 0, "no page elided after the restart"
+    rig.halt()
     rig.checked()
 
 

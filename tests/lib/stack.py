@@ -114,7 +114,7 @@ class Stack:
         os.makedirs(os.path.dirname(pool), exist_ok=True)
         subprocess.run([paths.tool("ppl-inspect"), "pool", "create", pool, "--identity", self.export,
                         "--size", pool_size, *pool_args], check=True, capture_output=True)
-        port = free_port()
+        self.elision_port = port = free_port()
         service = (f'Elision_Port = {port}; Elision_Token = "{TOKEN}"; Elision_Clients = "127.0.0.1";'
                    if storage_elision else "")
         fsal = (f'FSAL {{ Name = PPL; Pool_Path = "{pool}"; Stats_Interval = 0; {service} {fsal_extra} '

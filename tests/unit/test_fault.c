@@ -119,6 +119,19 @@ static void test_count_ends_the_fault(void)
 	io->close(NULL, fd);
 }
 
+/* The pool's msync (pool_persist.c) asks the switch as kind "pool". */
+static void test_pool_kind(void)
+{
+	char msg[256];
+	CHECK(ppl_fault_arm("sync:pool:EIO", msg, sizeof msg) == 0);
+	CHECK(ppl_fault_hit(PPL_FAULT_SYNC, PPL_FAULT_FILE_POOL, "the pool") == EIO);
+	CHECK(ppl_fault_hit(PPL_FAULT_SYNC, PPL_FAULT_FILE_DATA, "t.ibd") == 0);
+	CHECK(ppl_fault_arm("sync:any:EIO", msg, sizeof msg) == 0);
+	CHECK(ppl_fault_hit(PPL_FAULT_SYNC, PPL_FAULT_FILE_POOL, "the pool") == EIO); /* the same disk */
+	CHECK(ppl_fault_arm("write:other:EIO", msg, sizeof msg) == -1);              /* not a kind to name */
+	CHECK(ppl_fault_arm("clear", msg, sizeof msg) == 0);
+}
+
 static void test_slow_fault_waits_then_works(void)
 {
 	const struct ppl_io *io = ppl_fault_io();
@@ -182,6 +195,7 @@ int main(void)
 	test_files_of();
 	test_write_fault_hits_only_its_files();
 	test_count_ends_the_fault();
+	test_pool_kind();
 	test_slow_fault_waits_then_works();
 	const char *made[] = {"t.ibd", "ib_logfile0", "ibdata1"};
 	char path[256];

@@ -84,6 +84,9 @@ int ppl_crash_arm(const char *spec, char *err, size_t errlen);
 
 #ifdef PPL_CRASH_POINTS
 void ppl_crash_point(enum ppl_crash_point p);
+/* One whole line to stderr with write(2): no stdio buffer a SIGKILL
+ * could lose (the fault switch's lines too, ppl/fault.h). */
+void ppl_crash_say(const char *line);
 #define PPL_CRASH(id) ppl_crash_point(PPL_CRASH_##id)
 #else
 #define PPL_CRASH(id) ((void)0)

@@ -26,7 +26,8 @@
  *
  *     <op>:<files>:<effect>[:<count>]
  *     op      write | sync | read | any
- *     files   log (ib_logfile*) | data (ibdata*, undo*, *.ibd) | any
+ *     files   log (ib_logfile*) | data (ibdata*, undo*, *.ibd) | pool | any
+ *             (pool: the msync of a pool on a disk-backed file, sync only)
  *     effect  EIO | ENOSPC | <N>ms (the call waits N ms, then runs)
  *     count   fail (or slow) only the next <count> matching calls
  *
@@ -49,7 +50,7 @@
 enum ppl_fault_op { PPL_FAULT_WRITE, PPL_FAULT_SYNC, PPL_FAULT_READ };
 
 /* What a file is, for a fault's <files>: by name (ppl/fileclass.h). */
-enum ppl_fault_files { PPL_FAULT_FILE_LOG, PPL_FAULT_FILE_DATA, PPL_FAULT_FILE_OTHER };
+enum ppl_fault_files { PPL_FAULT_FILE_LOG, PPL_FAULT_FILE_DATA, PPL_FAULT_FILE_OTHER, PPL_FAULT_FILE_POOL };
 
 /* Arms `spec` (or ends the fault: "clear"). 0 and what is armed in msg,
  * or -1 and why not. */

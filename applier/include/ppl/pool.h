@@ -239,6 +239,10 @@ void ppl_pool_usage(struct ppl_pool *p, struct ppl_pool_usage *out);
  * data files: a restart re-reads the log from here. */
 int ppl_pool_set_durable_lsn(struct ppl_pool *p, uint64_t lsn);
 uint64_t ppl_pool_durable_lsn(const struct ppl_pool *p);
+/* 0, or the errno of the pool file's first failed msync (a pool on a
+ * disk-backed file): from then on nothing the pool holds can be counted
+ * on as durable, until it is opened again. */
+int ppl_pool_persist_failed(const struct ppl_pool *p);
 
 /* ---- doublewrite ---------------------------------------------------------- */
 

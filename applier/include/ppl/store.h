@@ -261,6 +261,7 @@ struct ppl_store_figures {
 	 * elision questions refused because of it */
 	bool disk_failing;
 	uint64_t disk_failures, elide_refused_disk;
+	int pool_persist_failed;       /* errno of the pool file's failed msync, or 0 */
 };
 void ppl_store_figures(struct ppl_store *e, struct ppl_store_figures *f);
 /* The index and the pool, for one page's dump; NULL when there is none.
