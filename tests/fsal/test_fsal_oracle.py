@@ -45,7 +45,7 @@ def make_backup(base, tables=2, table_size=5000, seconds=12):
              "--mysql-user=root", "--mysql-db=sbtest", f"--tables={tables}", f"--table-size={table_size}",
              "--threads=2", f"--time={seconds}", "--rand-seed=3", "run"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         backup = os.path.join(base, "backup")
-        take_backup(db, backup, throttle=4)
+        take_backup(db, backup, throttle=10)
         _out, err = load.communicate(timeout=seconds + 120)
         assert load.returncode == 0, err[-2000:]
     finally:

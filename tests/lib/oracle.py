@@ -180,7 +180,7 @@ def buffer_pool_for(page_size):
 
 
 def run_oracle(base, page_size=16384, undo_tablespaces=0, load_seconds=30, tables=4, table_size=10000,
-               throttle=4):
+               throttle=10):
     """Runs workload + backup, prepares one copy, replays the other; returns a dict of results."""
     # A small buffer pool and eager page flushing: the data files the backup
     # copies then hold pages at many different LSNs, some newer than parts

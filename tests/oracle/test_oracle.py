@@ -29,7 +29,7 @@ def test_replay_equals_prepare(tmp_path, page_size, undo):
     r = run_oracle(str(tmp_path), page_size=page_size, undo_tablespaces=undo, load_seconds=25)
     stats = json.loads(r["replay"])
     print(f"log {r['log_size']} bytes, {stats['mtrs']} mtrs, {stats['records']} records, "
-          f"{stats['pages_written']} pages written; prepare {r['prepare_s']:.2f}s replay {r['replay_s']:.2f}s; "
+          f"{stats['pages_written']} pages written, {stats['mtrs_skipped_by_lsn']} mtrs skipped by page LSN; prepare {r['prepare_s']:.2f}s replay {r['replay_s']:.2f}s; "
           f"{r['compared']} pages compared, {r['ddl_rounds']} DDL rounds")
     print("records by type:", stats["records_by_type"])
     # The workload must really have exercised the record kinds that matter.
