@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 
@@ -132,6 +133,14 @@ int ppl_config_check(const struct ppl_config *c, char *err, size_t errlen)
 		return fail(err, errlen, "Page_Cache_Size = %llu: use 0 to turn the rebuilt-page cache off, "
 			    "or at least %u bytes (one page)", (unsigned long long)c->page_cache_size,
 			    PPL_MIN_PAGE_SIZE);
+	/* the cache fills as pages are rebuilt: sized past the machine's
+	 * memory, it ends in the OOM killer under load, not at start */
+	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+	unsigned long long phys = pages > 0 && psize > 0 ? (unsigned long long)pages * (unsigned long long)psize : 0;
+	if (phys != 0 && c->page_cache_size > phys / 4 * 3)
+		return fail(err, errlen, "Page_Cache_Size = %llu: more than three quarters of this machine's memory "
+			    "(%llu bytes); the cache fills as pages are rebuilt, so make it smaller",
+			    (unsigned long long)c->page_cache_size, phys);
 
 	if (c->elision_address == NULL || !numeric_address(c->elision_address))
 		return fail(err, errlen, "Elision_Address \"%s\" is not a numeric IPv4 or IPv6 address",

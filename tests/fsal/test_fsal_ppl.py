@@ -401,6 +401,13 @@ BAD = [
     ('Metrics_Port = 9100; Metrics_Address = "localhost";', True, 'Metrics_Address "localhost" is not a numeric'),
     ('Elision_Port = 4000; Elision_Token = "t"; Metrics_Port = 4000;', True,
      "Metrics_Port = 4000 is also Elision_Port"),
+    ("Apply_Threads = 65;", True, "Apply_Threads = 65: must be from 1 to 64"),
+    ("Block_Size = 8192;", True, "Block_Size = 8192: must be a power of two from 64 to 4096"),
+    ("Max_Per_Page = 1048576;", True, "Max_Per_Page = 1048576: must be a multiple of Block_Size (64) and at most 4096 bytes"),
+    ('Elision_Port = 70000; Elision_Token = "t";', True, "its FSAL block has errors"),
+    ("Metrics_Port = 70000;", True, "its FSAL block has errors"),
+    ("Page_Cache_Size = 99999999999999;", True, "Page_Cache_Size = 99999999999999: more than three quarters of this machine's memory"),
+    ("Verify = maybe;", True, "its FSAL block has errors"),
     ("Pool_Sise = 5;", True, "its FSAL block has unknown parameters"),
     ("Block_Size = -3;", True, "its FSAL block has errors"),
 ]
