@@ -3,6 +3,8 @@
 #include "pool.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -10,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "log.h"
@@ -112,6 +115,32 @@ static void conn_drop(struct conn *c)
 	c->rpc = NULL;
 }
 
+/* A connection whose server end is gone while this end waits for a reply
+ * is half-open: the server gave up on it during a link cut (its unacked
+ * reply timed out) and its reset was lost with the link, while this end,
+ * with nothing unacknowledged to resend, would wait for that reply
+ * forever, hard mount or not. Keepalive probes find such a connection
+ * within about 11 s of silence, and a user timeout bounds how long sent
+ * bytes may go unacknowledged; either error makes run() drop the
+ * connection and send its calls again on a new one, as for any lost
+ * connection. A slow server is no silence: its kernel acknowledges and
+ * answers probes whatever Ganesha is doing. */
+static void keep_alive(int fd)
+{
+	int on = 1, idle = 5, intvl = 2, cnt = 3;
+	unsigned int user_timeout_ms = 30000;
+
+	if (fd < 0)
+		return;
+	if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on) != 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle) != 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl) != 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt) != 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms) != 0)
+		log_msg("cannot set keepalive on the NFS connection (%s): a link cut may leave it waiting",
+			strerror(errno));
+}
+
 /* Opens a fresh context: parse the URL (which also applies its arguments,
  * e.g. nfsport=/mountport=, to the context), MOUNT, connect to NFS. */
 static int conn_open(struct conn *c, const char *url, int64_t deadline, char *err, size_t errlen)
@@ -161,6 +190,7 @@ static int conn_open(struct conn *c, const char *url, int64_t deadline, char *er
 	}
 	c->nfs = nfs;
 	c->rpc = nfs_get_rpc_context(nfs);
+	keep_alive(rpc_get_fd(c->rpc));
 	/* Each connection gets its own XID range: the server's duplicate
 	 * request cache must never mistake one connection's WRITE for another's
 	 * retry. libnfs spaces contexts apart with an unlocked static counter,
