@@ -216,10 +216,8 @@ static void read2(struct fsal_obj_handle *obj, bool bypass, fsal_async_cb cb, st
 	if (ppl_handle_class(h) != PPL_FILE_OTHER) {
 		struct ppl_file f;
 		char name[NAME_MAX + 1];
-		size_t len = 0;
+		size_t len = iov_total(arg);
 
-		for (int i = 0; i < (int)arg->iov_count; i++)
-			len += arg->iov[i].iov_len;
 		ppl_file_of(h, &f, name, sizeof(name));
 		ppl_hook_read_begin(pexp->hooks, &f, arg->offset, len);
 		d->began = true;
