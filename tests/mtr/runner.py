@@ -98,6 +98,8 @@ class TestResult:
     divergences: int = 0
     verified: int = None            # pages the storage node compared (identical) while the test ran
     elided: int = None              # libcatcher's elided page writes while the test ran
+    unexplained: int = None         # page writes verify mode could not compare, for no known reason
+    unexplained_lines: list = field(default_factory=list)  # the storage node's lines about them
     at: float = None                # seconds from the run's start to the test's result line
 
     def reason(self):
@@ -706,6 +708,11 @@ def _watch(done, stop, deadline, proc, vardir, result, node, died):
             return
 
 
+# the storage node's lines about unexplained page writes kept per test: the
+# node logs the first PPL_VERIFY_SAID_MAX of each cause, then only counts
+UNEXPLAINED_LINES = 5
+
+
 def _failures(lines):
     return [line.strip() for line in lines if any(w in line for w in STORAGE_FAILURES)]
 
@@ -719,10 +726,11 @@ def _attribute_outside(result, lines):
 def _follow(proc, out, result, node, counters, progress, each, died, prev_elided_base=0):
     current = None
     prev_elided = counters.total()["elided"] if counters else 0
-    prev_verified = None
+    prev_verified = prev_unexplained = None
     if node:
         live = node.live()
         prev_verified = ((live or {}).get("verify") or {}).get("identical")
+        prev_unexplained = ((live or {}).get("verify") or {}).get("unexplained")
     for line in proc.stdout:
         out.write(line)
         out.flush()
@@ -749,6 +757,12 @@ def _follow(proc, out, result, node, counters, progress, each, died, prev_elided
             if v is not None and prev_verified is not None:
                 t.verified = v - prev_verified
             prev_verified = v if v is not None else prev_verified
+            u = ((live or {}).get("verify") or {}).get("unexplained")
+            if u is not None and prev_unexplained is not None:
+                t.unexplained = u - prev_unexplained
+            prev_unexplained = u if u is not None else prev_unexplained
+            t.unexplained_lines = [x.split(" :FSAL :", 1)[-1].strip() for x in lines
+                                   if "not compared (" in x][:UNEXPLAINED_LINES]
         if counters:
             counters.refresh()
             e = counters.total()["elided"]
