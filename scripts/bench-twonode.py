@@ -138,6 +138,18 @@ def gate_figures(g, timeout=10):
 
 # ---- one set-up's nodes ----------------------------------------------------
 
+def fresh_dir(path):
+    """An empty directory at path: what an earlier run left in the same
+    --work directory (the script's own scratch space) goes first, so that
+    every run starts alike."""
+    if os.path.lexists(path):
+        shutil.rmtree(path, ignore_errors=True)
+    if os.path.lexists(path):
+        sys.exit(f"{path}, left by an earlier run, cannot be removed (a mount still on it? "
+                 f"fusermount3 -u it, or pass another --work)")
+    os.makedirs(path)
+
+
 class Nodes:
     """One set-up: the storage node and the mount (none for local), and
     mariadbd with that set-up's configuration, each on its node's CPUs."""
@@ -146,7 +158,7 @@ class Nodes:
         self.a, self.setup, self.base = a, setup, base
         self.g = self.mount = None
         self.pool = None
-        os.makedirs(base)
+        fresh_dir(base)
         options = [f"--innodb-buffer-pool-size={buffer_pool}"]
         env = None
         if setup == "local":
@@ -368,7 +380,7 @@ def prepare_dataset(a, work, w):
     """The data set loaded once on a local datadir with MariaDB's
     defaults, shut down cleanly; returns (datadir, bytes of table data)."""
     db = MariaDB(os.path.join(work, "load-" + w.label()), options=["--innodb-buffer-pool-size=256M"])
-    os.makedirs(db.base)
+    fresh_dir(db.base)
     db.install()
     with on_cpus(a.compute_cpus):
         db.start()
