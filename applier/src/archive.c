@@ -449,10 +449,6 @@ void ppl_archive_close(struct ppl_archive *a)
 {
 	if (a == NULL)
 		return;
-	char err[PATH_MAX + 200];
-	/* a failure here leaves the records to the log (the host restarts
-	 * the archive from its durable end) */
-	(void)ppl_archive_flush(a, err, sizeof err);
 	if (a->fd >= 0)
 		close(a->fd);
 	pthread_mutex_destroy(&a->lock);
@@ -568,14 +564,30 @@ static int open_last(struct ppl_archive *a, char *err, size_t errlen)
 	return 0;
 }
 
-int ppl_archive_flush(struct ppl_archive *a, char *err, size_t errlen)
+int ppl_archive_flush(struct ppl_archive *a, uint64_t upto_lsn, char *err, size_t errlen)
 {
 	pthread_mutex_lock(&a->flush_lock);
 	pthread_mutex_lock(&a->lock);
+	/* the whole records that end at or below upto_lsn; the rest stays */
+	size_t len = 0;
+	while (len < a->buf_len && ppl_rd8(a->buf + len + 12) <= upto_lsn)
+		len += PPL_ARCHIVE_RECORD_HEADER + ppl_rd4(a->buf + len);
 	uint8_t *buf = a->buf;
-	size_t len = a->buf_len;
-	a->buf = NULL;
-	a->buf_len = a->buf_cap = 0;
+	if (len < a->buf_len) {
+		uint8_t *rest = malloc(a->buf_len - len);
+		if (rest == NULL) {
+			pthread_mutex_unlock(&a->lock);
+			pthread_mutex_unlock(&a->flush_lock);
+			say(err, errlen, "out of memory flushing the archive");
+			return -1;
+		}
+		memcpy(rest, a->buf + len, a->buf_len - len);
+		a->buf = rest;
+		a->buf_len = a->buf_cap = a->buf_len - len;
+	} else {
+		a->buf = NULL;
+		a->buf_len = a->buf_cap = 0;
+	}
 	pthread_mutex_unlock(&a->lock);
 	size_t done = 0;   /* bytes of buf durable */
 	size_t at = 0;     /* bytes of buf written */
@@ -829,6 +841,7 @@ static int window_each(void *arg, const struct rec *r)
 	}
 	ww->w->end_lsn = r->m.end_lsn;
 	ww->w->last_ns = r->wall_ns;
+	ww->w->records++;
 	return 0;
 }
 
@@ -842,6 +855,19 @@ int ppl_archive_window(const char *dir, struct ppl_archive_window *w, char *err,
 		say(err, errlen, "the archive in %s holds no mini-transaction", dir);
 		return -1;
 	}
+	uint64_t *names;
+	size_t n;
+	if (list_segments(dir, &names, &n, err, errlen) != 0)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		char path[PATH_MAX];
+		struct stat st;
+		seg_path(dir, names[i], path, sizeof path);
+		if (stat(path, &st) == 0)
+			w->bytes += (uint64_t)st.st_size;
+	}
+	w->segments = n;
+	free(names);
 	return 0;
 }
 

@@ -413,6 +413,8 @@ static int on_mtr(void *arg, const struct ppl_mtr *m)
 	int k;
 	const uint64_t seq = ++n->mtr_seq;
 
+	if (n->cfg.on_accepted)
+		n->cfg.on_accepted(n->cfg.accepted_arg, m);
 	ppl_rec_iter_init(&it, m->recs, m->len, n->cfg.page_size);
 	while ((k = ppl_rec_next(&it, &r)) > 0) {
 		n->st.records++;

@@ -106,6 +106,8 @@ struct ppl_store *ppl_store_new(const char *datadir, const struct ppl_store_env 
 	pthread_cond_init(&e->start_cond, NULL);
 	pthread_mutex_init(&e->work_lock, NULL);
 	pthread_cond_init(&e->work_cond, NULL);
+	pthread_mutex_init(&e->archive_lock, NULL);
+	pthread_cond_init(&e->archive_cond, NULL);
 	return e;
 }
 
@@ -162,6 +164,7 @@ void ppl_store_free(struct ppl_store *e)
 	if (e->elision)
 		ppl_elision_server_stop(e->elision);
 	store_stop_workers(e);
+	store_stop_archive(e);
 	/* A clean stop leaves a datadir MariaDB can use without this node:
 	 * pages kept in the pool go to their files (after a crash they come
 	 * back from the pool at the next start instead). */
@@ -179,6 +182,8 @@ void ppl_store_free(struct ppl_store *e)
 	pthread_cond_destroy(&e->start_cond);
 	pthread_mutex_destroy(&e->work_lock);
 	pthread_cond_destroy(&e->work_cond);
+	pthread_mutex_destroy(&e->archive_lock);
+	pthread_cond_destroy(&e->archive_cond);
 	free(e->elided);
 	free(e->missing);
 	free(e->held_pages);

@@ -92,6 +92,32 @@ static int check_clients(const char *list, char *err, size_t errlen)
 	return rc;
 }
 
+static int check_archive(const struct ppl_config *c, char *err, size_t errlen)
+{
+	struct stat st;
+	if (c->archive_path == NULL || c->archive_path[0] == '\0')
+		return 0;
+	if (c->archive_path[0] != '/')
+		return fail(err, errlen, "Archive_Path \"%s\" is relative: give an absolute path", c->archive_path);
+	if (stat(c->archive_path, &st) != 0 || !S_ISDIR(st.st_mode))
+		return fail(err, errlen, "Archive_Path \"%s\" is not an existing directory: create it (on a disk "
+			    "other than the export's, so that a full archive never fills the datadir's disk) or fix "
+			    "the path", c->archive_path);
+	if (c->archive_segment_size < PPL_MIN_ARCHIVE_SEGMENT_SIZE ||
+	    c->archive_segment_size > PPL_MAX_ARCHIVE_SEGMENT_SIZE)
+		return fail(err, errlen, "Archive_Segment_Size = %llu: must be from %llu to %llu bytes",
+			    (unsigned long long)c->archive_segment_size,
+			    (unsigned long long)PPL_MIN_ARCHIVE_SEGMENT_SIZE,
+			    (unsigned long long)PPL_MAX_ARCHIVE_SEGMENT_SIZE);
+	if (c->archive_retention_size != 0 && c->archive_retention_size < 2 * c->archive_segment_size)
+		return fail(err, errlen, "Archive_Retention_Size = %llu: keep at least two segments (%llu bytes "
+			    "with Archive_Segment_Size = %llu), or 0 for no size limit",
+			    (unsigned long long)c->archive_retention_size,
+			    (unsigned long long)(2 * c->archive_segment_size),
+			    (unsigned long long)c->archive_segment_size);
+	return 0;
+}
+
 int ppl_config_check(const struct ppl_config *c, char *err, size_t errlen)
 {
 	struct stat st;
@@ -165,7 +191,7 @@ int ppl_config_check(const struct ppl_config *c, char *err, size_t errlen)
 	if (c->stats_interval > PPL_MAX_STATS_INTERVAL)
 		return fail(err, errlen, "Stats_Interval = %u: at most %u seconds (0 turns the stats line off)",
 			    c->stats_interval, PPL_MAX_STATS_INTERVAL);
-	return 0;
+	return check_archive(c, err, errlen);
 }
 
 int ppl_config_check_pool_size(const struct ppl_config *c, const char *exportdir, uint64_t pool_bytes, char *err,
@@ -197,14 +223,19 @@ int ppl_config_format(const struct ppl_config *c, char *buf, size_t len)
 	char size[32] = "(as-created)";
 	if (c->pool_size)
 		snprintf(size, sizeof(size), "%llu", (unsigned long long)c->pool_size);
+	char archive[PATH_MAX + 128] = "off";
+	if (c->archive_path && c->archive_path[0])
+		snprintf(archive, sizeof(archive), "%s (segments %llu B, keep %llu B, %u s)", c->archive_path,
+			 (unsigned long long)c->archive_segment_size, (unsigned long long)c->archive_retention_size,
+			 c->archive_retention_age);
 	return snprintf(buf, len,
 			"Pool_Path=%s Pool_Size=%s Block_Size=%u Max_Per_Page=%u Apply_Threads=%u "
 			"Page_Cache_Size=%llu Elision=%s Elision_Clients=%s Elision_Token=%s Verify=%s "
-			"Allow_Volatile_Pool=%s Stats_Interval=%u Metrics=%s",
+			"Allow_Volatile_Pool=%s Stats_Interval=%u Metrics=%s Archive=%s",
 			c->pool_path, size, c->block_size, c->max_per_page,
 			c->apply_threads, (unsigned long long)c->page_cache_size, elision, c->elision_clients,
 			c->elision_token && c->elision_token[0] ? "(set)" : "(none)", c->verify ? "on" : "off",
-			c->allow_volatile_pool ? "yes" : "no", c->stats_interval, metrics);
+			c->allow_volatile_pool ? "yes" : "no", c->stats_interval, metrics, archive);
 }
 
 void ppl_config_free(struct ppl_config *c)
@@ -214,5 +245,6 @@ void ppl_config_free(struct ppl_config *c)
 	free(c->elision_clients);
 	free(c->elision_token);
 	free(c->metrics_address);
+	free(c->archive_path);
 	memset(c, 0, sizeof(*c));
 }

@@ -120,6 +120,20 @@ static int format_elision(struct ppl_store *e, char *buf, size_t len)
 			__atomic_load_n(&e->disk_failing, __ATOMIC_RELAXED) ? "; DISK FAILING: elision stopped" : "");
 }
 
+int ppl_store_format_archive(struct ppl_store *e, char *buf, size_t len)
+{
+	struct ppl_store_figures f;
+	memset(&f, 0, sizeof f);
+	store_archive_figures(e, &f);
+	if (!f.archive)
+		return 0;
+	return snprintf(buf, len, "LSN %" PRIu64 " to %" PRIu64 ", durable to %" PRIu64 " (the log to %" PRIu64
+			"), %" PRIu64 " segment(s), %.1f MB, %" PRIu64 " B waiting, %" PRIu64 " failed flush(es)%s",
+			f.archive_first_lsn, f.archive_end_lsn, f.archive_durable_lsn, f.log_durable_lsn,
+			f.archive_segments, (double)f.archive_bytes / 1e6, f.archive_buffered, f.archive_flush_failures,
+			f.archive_broken ? "; STOPPED (see the CRIT line)" : "");
+}
+
 void ppl_store_figures(struct ppl_store *e, struct ppl_store_figures *f)
 {
 	memset(f, 0, sizeof(*f));
@@ -189,6 +203,7 @@ void ppl_store_figures(struct ppl_store *e, struct ppl_store_figures *f)
 	f->spaces_missing = e->missing_n;
 	pthread_mutex_unlock(&e->missing_lock);
 	rcu_read_unlock();
+	store_archive_figures(e, f);
 }
 
 struct ppl_node *ppl_store_node(struct ppl_store *e)

@@ -127,7 +127,8 @@ static int make_node(struct ppl_store *e, bool from_file)
 		__atomic_store_n(&e->stopped, true, __ATOMIC_RELEASE);
 		return -1;
 	}
-	struct ppl_node_config c = { .page_size = ps, .log = store_part_logger(e), .log_is_file_image = from_file };
+	struct ppl_node_config c = { .page_size = ps, .log = store_part_logger(e), .log_is_file_image = from_file,
+				     .on_accepted = e->archive ? store_archive_accept : NULL, .accepted_arg = e };
 	struct ppl_node *n = ppl_node_new(&c);
 	if (n == NULL)
 		return -1;
@@ -877,6 +878,7 @@ static int start_ingest(struct ppl_store *e, uint64_t write_end)
 	 * after a crash), is found by its FILE_CREATE only; a FILE_DELETE
 	 * drops what the pool put back of its space. */
 	ppl_node_on_file_event(e->building, on_file, e);
+	store_archive_ingest_start(e, start, size);
 	int rc = 0;
 	if (write_end == TO_END) {
 		rc = feed_to_end(e, start, from, size, area);
@@ -934,6 +936,7 @@ static int start_ingest(struct ppl_store *e, uint64_t write_end)
 	if (e->pool != NULL)
 		ppl_node_for_each_page(e->building, mark_suspect, e);
 	__atomic_store_n(&e->node, e->building, __ATOMIC_RELEASE);
+	store_archive_ingest_started(e, ppl_node_parsed_lsn(e->building));
 	e->building = NULL;
 	PPL_CRASH(INGEST_STARTED);
 	SLOG(e, PPL_LOG_EVENT, "PPL: %s: redo ingest %s at the %s LSN %" PRIu64 " (log of %" PRIu64

@@ -2,7 +2,7 @@
  * one of them uses, and the functions one of them calls in another. Not a
  * public header: only the files of the store's engine include it (store.c,
  * store_ingest.c, store_pages.c, store_gate.c, store_workers.c,
- * store_figures.c); store_config.c and store_json.c use ppl/store.h like
+ * store_figures.c, store_archive.c ...); store_config.c and store_json.c use ppl/store.h like
  * any host. ppl/store.h's NOTES say how the parts fit (threads, locks,
  * ingest states); each file's first comment says which part it holds.
  * Comments in these files cite the invariants by number (I1-I7, "DESIGN
@@ -181,6 +181,22 @@ struct ppl_store {
 	 * cause ([PPL_VERIFY_COMPARED] unused) */
 	uint64_t verify_same, verify_diverged, verify_skip[PPL_VERIFY_SKIP_COUNT];
 	uint64_t verify_behind_said; /* log_behind page writes logged (the first few) */
+
+	/* The log archive (Archive_Path; store_archive.c). archive_lock is a
+	 * leaf: the archive thread's stop flag and why archiving stopped. */
+	struct ppl_archive *archive;
+	char archive_dir[4096];
+	pthread_t archive_thread;
+	bool archive_thread_started;
+	pthread_mutex_t archive_lock;
+	pthread_cond_t archive_cond;
+	bool archive_stop;
+	bool archive_broken;           /* archiving stopped for good: why in archive_why (atomic) */
+	char archive_why[512];
+	uint64_t archive_flush_failures, archive_said_ns;
+	/* MariaDB's log is durable in its file up to this LSN (a COMMIT or a
+	 * stable WRITE of it; what was in the file at start): atomic */
+	uint64_t log_durable_lsn;
 };
 
 struct held_page {
@@ -411,6 +427,25 @@ void store_note_hot(struct ppl_store *e, uint32_t space, uint32_t page_no);
 void store_start_workers(struct ppl_store *e, unsigned count);
 /* Stops the apply workers and waits for them. */
 void store_stop_workers(struct ppl_store *e);
+
+/* store_archive.c: the log archive */
+
+/* The node's hook (ppl_node_config.on_accepted): appends to the archive. */
+void store_archive_accept(void *arg, const struct ppl_mtr *m);
+/* Ingest starts at LSN start in a log file of log_size bytes (under
+ * log_lock, before the node is fed): the archive takes what lies between
+ * its end and start from the file, or stops when the log lost it. */
+void store_archive_ingest_start(struct ppl_store *e, uint64_t start, uint64_t log_size);
+/* Ingest started and parsed the file up to parsed: durable. */
+void store_archive_ingest_started(struct ppl_store *e, uint64_t parsed);
+/* A log write is about to overwrite LSNs below over_lsn: the archive
+ * makes them durable now, or stops (never holds the write). */
+void store_archive_before_overwrite(struct ppl_store *e, uint64_t over_lsn);
+void store_stop_archive(struct ppl_store *e);
+void store_archive_figures(struct ppl_store *e, struct ppl_store_figures *f);
+/* store_wrap.c: the LSN a log write at file offset off ends at (0: not
+ * known), and the log's capacity in *cap */
+uint64_t store_log_write_end_lsn(struct ppl_node *n, uint64_t off, size_t len, uint64_t *cap);
 
 #pragma GCC visibility pop
 

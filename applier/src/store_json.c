@@ -120,6 +120,19 @@ static json_object *stats_json(struct ppl_store *e)
 		put_u64(x, "refused_disk_failing", f.elide_refused_disk);
 		json_object_object_add(o, "elision", x);
 	}
+	if (f.archive) {
+		x = json_object_new_object();
+		put_u64(x, "first_lsn", f.archive_first_lsn);
+		put_u64(x, "end_lsn", f.archive_end_lsn);
+		put_u64(x, "durable_lsn", f.archive_durable_lsn);
+		put_u64(x, "log_durable_lsn", f.log_durable_lsn);
+		put_u64(x, "segments", f.archive_segments);
+		put_u64(x, "bytes", f.archive_bytes);
+		put_u64(x, "waiting_bytes", f.archive_buffered);
+		put_u64(x, "flush_failures", f.archive_flush_failures);
+		json_object_object_add(x, "stopped", json_object_new_boolean(f.archive_broken));
+		json_object_object_add(o, "archive", x);
+	}
 	if (f.pool) {
 		x = json_object_new_object();
 		put_u64(x, "blocks", f.pool_usage.nblocks);

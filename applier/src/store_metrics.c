@@ -149,5 +149,20 @@ char *ppl_store_metrics(struct ppl_store *e)
 		ppl_om_sample(&m, "ppl_pool_materializations_total", "cause", "pool_full", f.pool_full);
 		ppl_om_sample(&m, "ppl_pool_materializations_total", "cause", "cleaner", f.cleaned);
 	}
+	if (f.archive) {
+		ppl_om_gauge(&m, "ppl_archive_end_lsn", NULL, "LSN the log archive holds mini-transactions up to",
+			     f.archive_end_lsn);
+		ppl_om_gauge(&m, "ppl_archive_durable_lsn", NULL, "LSN the log archive holds durably up to",
+			     f.archive_durable_lsn);
+		ppl_om_gauge(&m, "ppl_archive_bytes", NULL, "Bytes of the log archive's segment files", f.archive_bytes);
+		ppl_om_gauge(&m, "ppl_archive_waiting_bytes", NULL,
+			     "Archive records in memory, waiting for MariaDB's log to be durable or for a flush",
+			     f.archive_buffered);
+		ppl_om_counter(&m, "ppl_archive_flush_failures", NULL, "Flushes of the log archive that failed",
+			       f.archive_flush_failures);
+		ppl_om_gauge(&m, "ppl_archive_stopped", NULL,
+			     "1 once archiving stopped for good (the CRIT line says why and from which LSN)",
+			     f.archive_broken);
+	}
 	return ppl_om_close(&m);
 }

@@ -536,10 +536,26 @@ static void zero_pages(struct ppl_store *e, uint64_t fileid, uint64_t off, const
 	rcu_read_unlock();
 }
 
+/* A log write about to overwrite what the archive has not made durable
+ * (store_archive.c): never held, the archive stops instead. */
+static void archive_guard(struct ppl_store *e, uint64_t off, size_t len)
+{
+	if (off < ppl_dialect_mariadb_10_8.area_start || len == 0)
+		return;
+	rcu_read_lock();
+	struct ppl_node *n = store_node_of(e);
+	uint64_t cap = 0, end = n && !STOPPED(e) ? store_log_write_end_lsn(n, off, len, &cap) : 0;
+	rcu_read_unlock();
+	if (end > cap)
+		store_archive_before_overwrite(e, end - cap);
+}
+
 int ppl_store_write_begin(struct ppl_store *e, bool is_log, uint64_t fileid, uint64_t off, const struct iovec *iov,
 			   int iovcnt, size_t len)
 {
 	if (is_log) {
+		if (e->archive)
+			archive_guard(e, off, len);
 		int rc = e->pool ? store_wrap_guard(e, off, len) : 0;
 		if (rc == 0 && e->pool)
 			rc = store_checkpoint_gate(e, off, iov, iovcnt, len);

@@ -108,7 +108,7 @@ int store_restart_advance(struct ppl_store *e, struct ppl_node *n, uint64_t ckpt
 
 /* The LSN a log write at file offset off ends at, placed by the parse
  * point (ppl_redo_distance_at). 0 when it cannot tell. */
-static uint64_t write_end_lsn(struct ppl_node *n, uint64_t off, size_t len, uint64_t *cap)
+uint64_t store_log_write_end_lsn(struct ppl_node *n, uint64_t off, size_t len, uint64_t *cap)
 {
 	const struct ppl_redo_reader *r = ppl_node_reader(n);
 	uint64_t parsed = ppl_node_parsed_lsn(n);
@@ -125,7 +125,7 @@ int store_wrap_guard(struct ppl_store *e, uint64_t off, size_t len)
 	int rc = 0;
 	rcu_read_lock();
 	struct ppl_node *n = store_node_of(e);
-	uint64_t cap = 0, end = n && !STOPPED(e) ? write_end_lsn(n, off, len, &cap) : 0;
+	uint64_t cap = 0, end = n && !STOPPED(e) ? store_log_write_end_lsn(n, off, len, &cap) : 0;
 	/* the common case, one load: the write stays short of the restart point */
 	if (end > cap && end - cap > ppl_pool_durable_lsn(e->pool)) {
 		uint64_t over = end - cap, t0 = store_now_ns(e);

@@ -239,6 +239,12 @@ static struct config_item ppl_params[] = {
 		       cfg.stats_interval),
 	CONF_ITEM_STR("Metrics_Address", 0, 255, PPL_DEFAULT_METRICS_ADDRESS, ppl_args, cfg.metrics_address),
 	CONF_ITEM_UI16("Metrics_Port", 0, UINT16_MAX, 0, ppl_args, cfg.metrics_port),
+	CONF_ITEM_STR("Archive_Path", 0, 4095, NULL, ppl_args, cfg.archive_path),
+	CONF_ITEM_UI64("Archive_Segment_Size", 0, UINT64_MAX, PPL_DEFAULT_ARCHIVE_SEGMENT_SIZE, ppl_args,
+		       cfg.archive_segment_size),
+	CONF_ITEM_UI64("Archive_Retention_Size", 0, UINT64_MAX, 0, ppl_args, cfg.archive_retention_size),
+	CONF_ITEM_UI32("Archive_Retention_Age", 0, UINT32_MAX, PPL_DEFAULT_ARCHIVE_RETENTION_AGE, ppl_args,
+		       cfg.archive_retention_age),
 	CONF_RELAX_BLOCK("FSAL", sub_fsal_params, noop_conf_init, subfsal_commit, ppl_args, subfsal),
 	CONFIG_EOL
 };

@@ -277,6 +277,14 @@ static fsal_status_t commit2(struct fsal_obj_handle *obj, off_t offset, size_t l
 		io_failed(h, PPL_FAULT_SYNC, (uint64_t)offset, len, fault);
 		return hook_error(fault);
 	}
+	uint64_t mark = 0;
+	if (ppl_handle_class(h) == PPL_FILE_REDO_LOG) {
+		struct ppl_file f;
+		char name[NAME_MAX + 1];
+
+		ppl_file_of(h, &f, name, sizeof(name));
+		mark = ppl_hook_commit_mark(pexp->hooks, &f);
+	}
 	PPL_SUBCALL(pexp, st = h->sub->obj_ops->commit2(h->sub, offset, len));
 	if (disk_error(st))
 		io_failed(h, PPL_FAULT_SYNC, (uint64_t)offset, len, st.minor ? (int)st.minor : EIO);
@@ -286,7 +294,7 @@ static fsal_status_t commit2(struct fsal_obj_handle *obj, off_t offset, size_t l
 		int err;
 
 		ppl_file_of(h, &f, name, sizeof(name));
-		err = ppl_hook_commit(pexp->hooks, &f, (uint64_t)offset, len);
+		err = ppl_hook_commit(pexp->hooks, &f, (uint64_t)offset, len, mark);
 		if (err)
 			st = hook_error(err);
 	}

@@ -107,6 +107,11 @@ struct ppl_hooks *ppl_hooks_create(const char *datadir, const struct ppl_config 
 		free(h);
 		return NULL;
 	}
+	if (ppl_store_start_archive(h->engine, cfg, err, errlen) != 0) {
+		ppl_store_free(h->engine);
+		free(h);
+		return NULL;
+	}
 	ppl_store_start_from_disk(h->engine);
 	char path[4096], cerr[512];
 	snprintf(path, sizeof(path), "%s.ctl", cfg->pool_path);
@@ -164,6 +169,11 @@ int ppl_hooks_engine_format(struct ppl_hooks *h, char *buf, size_t len)
 int ppl_hooks_pool_format(struct ppl_hooks *h, char *buf, size_t len)
 {
 	return h->engine ? ppl_store_format_pool(h->engine, buf, len) : 0;
+}
+
+int ppl_hooks_archive_format(struct ppl_hooks *h, char *buf, size_t len)
+{
+	return h->engine ? ppl_store_format_archive(h->engine, buf, len) : 0;
 }
 
 static void count(struct ppl_hooks *h, enum ppl_file_class cls, enum ppl_op op, uint64_t bytes)
@@ -241,16 +251,29 @@ int ppl_hook_write(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offse
 		 " length %zu of %zu in %d buffers%s", ppl_file_class_name(f->cls),
 		 f->name ? f->name : "(name unknown)", f->fileid, offset, len, iov_total(iov, iovcnt),
 		 iovcnt, stable ? " stable" : "");
-	if (f->cls == PPL_FILE_REDO_LOG)
-		return ppl_store_log_write(h->engine, f->fileid, offset, iov, iovcnt, len);
+	if (f->cls == PPL_FILE_REDO_LOG) {
+		int rc = ppl_store_log_write(h->engine, f->fileid, offset, iov, iovcnt, len);
+		/* a stable WRITE: the sub-FSAL synced the file, so the log is
+		 * durable up to everything parsed, this write included */
+		if (rc == 0 && stable)
+			ppl_store_log_synced(h->engine, f->fileid, ppl_store_log_mark(h->engine));
+		return rc;
+	}
 	if (ppl_class_has_pages(f->cls))
 		ppl_store_write(h->engine, f->fileid, offset, iov, iovcnt, len);
 	return 0;
 }
 
-int ppl_hook_commit(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, size_t len)
+uint64_t ppl_hook_commit_mark(struct ppl_hooks *h, const struct ppl_file *f)
+{
+	return f->cls == PPL_FILE_REDO_LOG ? ppl_store_log_mark(h->engine) : 0;
+}
+
+int ppl_hook_commit(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, size_t len, uint64_t mark)
 {
 	count(h, f->cls, PPL_OP_COMMIT, 0);
+	if (f->cls == PPL_FILE_REDO_LOG)
+		ppl_store_log_synced(h->engine, f->fileid, mark);
 	LogDebug(COMPONENT_FSAL, "PPL: commit %s %s (fileid %" PRIu64 ") offset %" PRIu64 " length %zu",
 		 ppl_file_class_name(f->cls), f->name ? f->name : "(name unknown)", f->fileid, offset,
 		 len);

@@ -89,6 +89,8 @@ int ppl_hooks_engine_format(struct ppl_hooks *h, char *buf, size_t len);
 /* The pool's figures (elision on), for a stats line of their own: a
  * Ganesha log line holds at most 2 KiB. */
 int ppl_hooks_pool_format(struct ppl_hooks *h, char *buf, size_t len);
+/* The log archive's figures (Archive_Path set), likewise. */
+int ppl_hooks_archive_format(struct ppl_hooks *h, char *buf, size_t len);
 
 int ppl_hook_write(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset,
 		   const struct iovec *iov, int iovcnt, size_t len, bool stable);
@@ -104,7 +106,11 @@ void ppl_hook_write_end(struct ppl_hooks *h, const struct ppl_file *f, uint64_t 
  * hooks): the engine keeps materialization of those pages out meanwhile. */
 void ppl_hook_read_begin(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, size_t len);
 void ppl_hook_read_end(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, size_t len);
-int ppl_hook_commit(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, size_t len);
+/* Taken before the sub-FSAL's COMMIT of a file, given to ppl_hook_commit
+ * after it succeeded: a COMMIT of the log makes durable what was parsed
+ * before it began (the log archive waits for that). */
+uint64_t ppl_hook_commit_mark(struct ppl_hooks *h, const struct ppl_file *f);
+int ppl_hook_commit(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, size_t len, uint64_t mark);
 /* read_ns: how long the sub-FSAL's read took (the READ latency figures) */
 int ppl_hook_read(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset,
 		  struct iovec *iov, int iovcnt, size_t len, uint64_t read_ns);

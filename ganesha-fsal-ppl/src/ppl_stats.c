@@ -15,6 +15,8 @@ void ppl_stats_log(struct ppl_export *pexp, const char *when)
 	LogEvent(COMPONENT_FSAL, "PPL: stats %s for %s: %s | %s", when, pexp->fullpath, line, engine);
 	if (ppl_hooks_pool_format(pexp->hooks, engine, sizeof(engine)) > 0)
 		LogEvent(COMPONENT_FSAL, "PPL: pool stats %s for %s: %s", when, pexp->fullpath, engine);
+	if (ppl_hooks_archive_format(pexp->hooks, engine, sizeof(engine)) > 0)
+		LogEvent(COMPONENT_FSAL, "PPL: archive stats %s for %s: %s", when, pexp->fullpath, engine);
 }
 
 static void *stats_main(void *arg)

@@ -155,7 +155,10 @@ static int set_param(struct reader *r, const char *where, struct ppl_config *c, 
 		{ "Verify", 'b', offsetof(struct ppl_config, verify), 0 },
 		{ "Allow_Volatile_Pool", 'b', offsetof(struct ppl_config, allow_volatile_pool), 0 },
 		U("Stats_Interval", stats_interval, UINT32_MAX), S("Metrics_Address", metrics_address),
-		U("Metrics_Port", metrics_port, UINT16_MAX),
+		U("Metrics_Port", metrics_port, UINT16_MAX), S("Archive_Path", archive_path),
+		U("Archive_Segment_Size", archive_segment_size, UINT64_MAX),
+		U("Archive_Retention_Size", archive_retention_size, UINT64_MAX),
+		U("Archive_Retention_Age", archive_retention_age, UINT32_MAX),
 #undef S
 #undef U
 	};
@@ -212,6 +215,8 @@ static void config_defaults(struct ppl_config *c)
 	c->elision_clients = strdup(PPL_DEFAULT_ELISION_CLIENTS);
 	c->stats_interval = PPL_DEFAULT_STATS_INTERVAL;
 	c->metrics_address = strdup(PPL_DEFAULT_METRICS_ADDRESS);
+	c->archive_segment_size = PPL_DEFAULT_ARCHIVE_SEGMENT_SIZE;
+	c->archive_retention_age = PPL_DEFAULT_ARCHIVE_RETENTION_AGE;
 }
 
 static int read_file(struct reader *r, const char *path, int include_depth);

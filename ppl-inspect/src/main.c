@@ -2,6 +2,7 @@
  *   pool             the per-page log pool file (create, check, info, dump)
  *   live             a running export's figures and pending records, as
  *                    JSON, or its metrics as OpenMetrics text
+ *   archive          a log archive's window, every record checked
  *   catcher-metrics  libcatcher's stats file as OpenMetrics text
  *   config           a storage node's ganesha.conf: would its PPL exports
  *                    come up (systemd's ExecStartPre), and their pools */
@@ -24,6 +25,7 @@ static void usage(FILE *f)
 		"       ppl-inspect live POOL_PATH metrics\n"
 		"       ppl-inspect live POOL_PATH crash-at POINT:N [--json]\n"
 		"       ppl-inspect live POOL_PATH fault [OP:FILES:EFFECT[:COUNT] | clear] [--json]\n"
+		"       ppl-inspect archive DIR [--json]\n"
 		"       ppl-inspect catcher-metrics STATS_FILE\n"
 		"       ppl-inspect config check GANESHA_CONF\n"
 		"       ppl-inspect config create-pool GANESHA_CONF POOL_PATH\n"
@@ -42,6 +44,9 @@ static void usage(FILE *f)
 		"fault makes the same test build's disk fail (ppl/fault.h): OP write|sync|read|any,\n"
 		"FILES log|data|any, EFFECT EIO|ENOSPC|<N>ms, COUNT calls (default: until clear);\n"
 		"without a spec it says what is armed and how many calls it has hit.\n"
+		"archive reads the log archive in DIR (an export's Archive_Path), checking every\n"
+		"record and the chain of LSNs, and says what it holds: its LSN window, the times its\n"
+		"first and last mini-transactions were accepted, its segments and size.\n"
 		"config check reads every EXPORT with FSAL PPL in GANESHA_CONF (%%include followed)\n"
 		"and says whether FSAL_PPL would refuse it: its parameters, and its pool opened\n"
 		"read-only with the export's Path as identity, Block_Size, Max_Per_Page and\n"
@@ -64,6 +69,8 @@ int main(int argc, char **argv)
 		return live_main(argc - 2, argv + 2, usage);
 	if (argc >= 3 && strcmp(argv[1], "config") == 0)
 		return config_main(argc - 2, argv + 2, usage);
+	if (argc >= 3 && strcmp(argv[1], "archive") == 0)
+		return archive_main(argc - 2, argv + 2, usage);
 	if (argc >= 2 && strcmp(argv[1], "catcher-metrics") == 0)
 		return catcher_metrics_main(argc - 2, argv + 2, usage);
 	usage(stderr);

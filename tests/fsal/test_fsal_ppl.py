@@ -112,7 +112,8 @@ def test_startup_line_shows_defaults(server):
     pool = os.path.join(os.path.dirname(os.path.dirname(server.log)), "pmem", "ppl.pool")
     for item in (f"Pool_Path={pool}", "Pool_Size=(as-created)", "Block_Size=64", "Max_Per_Page=256",
                  "Apply_Threads=2", "Page_Cache_Size=67108864", "Elision=off", "Elision_Clients=127.0.0.1",
-                 "Elision_Token=(none)", "Verify=off", "Allow_Volatile_Pool=no", "Stats_Interval=0"):
+                 "Elision_Token=(none)", "Verify=off", "Allow_Volatile_Pool=no", "Stats_Interval=0",
+                 "Archive=off"):
         assert item in cfg.split(), (item, cfg)
 
 
@@ -121,7 +122,10 @@ def test_startup_line_shows_every_setting(tmp_path, plugins_dir):
     params = (f'Pool_Size = 4194304; Block_Size = 128; Max_Per_Page = 512; Apply_Threads = 4; '
               f'Page_Cache_Size = 0; Elision_Address = "127.0.0.1"; Elision_Port = {port}; '
               f'Elision_Clients = "127.0.0.1, 10.1.0.0/16, ::1"; Elision_Token = "hunter2-secret"; '
-              f'Verify = true; Allow_Volatile_Pool = true; Stats_Interval = 7;')
+              f'Verify = true; Allow_Volatile_Pool = true; Stats_Interval = 7; '
+              f'Archive_Path = "{tmp_path / "archive"}"; Archive_Segment_Size = 2097152; '
+              f'Archive_Retention_Size = 8388608; Archive_Retention_Age = 3600;')
+    (tmp_path / "archive").mkdir()
     (tmp_path / "pmem").mkdir()
     subprocess.run([paths.tool("ppl-inspect"), "pool", "create", str(tmp_path / "pmem" / "ppl.pool"),
                     "--identity", str(tmp_path / "export"), "--size", "4M", "--block-size", "128",
@@ -133,6 +137,7 @@ def test_startup_line_shows_every_setting(tmp_path, plugins_dir):
                  "Allow_Volatile_Pool=yes", "Stats_Interval=7"):
         assert item in cfg.split(), (item, cfg)
     assert "Elision_Clients=127.0.0.1, 10.1.0.0/16, ::1" in cfg
+    assert f"Archive={tmp_path / 'archive'} (segments 2097152 B, keep 8388608 B, 3600 s)" in cfg
     assert "hunter2" not in g.log_text(), "the token must never be logged"
 
 
@@ -410,6 +415,14 @@ BAD = [
     ("Verify = maybe;", True, "its FSAL block has errors"),
     ("Pool_Sise = 5;", True, "its FSAL block has unknown parameters"),
     ("Block_Size = -3;", True, "its FSAL block has errors"),
+    ('Archive_Path = "relative/archive";', True, 'Archive_Path "relative/archive" is relative'),
+    ('Archive_Path = "/nonexistent-ppl-archive";', True,
+     'Archive_Path "/nonexistent-ppl-archive" is not an existing directory'),
+    ('Archive_Path = "/tmp"; Archive_Segment_Size = 1000;', True,
+     "Archive_Segment_Size = 1000: must be from 1048576 to 1073741824 bytes"),
+    ('Archive_Path = "/tmp"; Archive_Retention_Size = 1048576;', True,
+     "Archive_Retention_Size = 1048576: keep at least two segments"),
+    ("Archive_Retention_Age = -1;", True, "its FSAL block has errors"),
 ]
 
 
@@ -434,6 +447,15 @@ def test_bad_configuration_refuses_export(tmp_path, plugins_dir, params, with_po
     assert message in m.group(2), m.group(2)
     # A refused export must not keep the sub-FSAL referenced.
     assert "Extra references" not in g.log_text()
+
+
+def test_archive_inside_the_export_refuses_export(tmp_path, plugins_dir):
+    """The log archive is the storage node's own: inside the export,
+    MariaDB's clients would see it and it would fill the datadir's disk."""
+    (tmp_path / "export" / "archive").mkdir(parents=True)
+    g = make_server(tmp_path, plugins_dir, f'Archive_Path = "{tmp_path / "export" / "archive"}";')
+    m = refusal(g)
+    assert "is inside the export" in m.group(2), m.group(2)
 
 
 def test_pool_of_another_size_refuses_export(tmp_path, plugins_dir):

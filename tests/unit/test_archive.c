@@ -58,6 +58,13 @@ static int append_n(struct ppl_archive *a, unsigned n)
 	return ppl_archive_append(a, &m, time_of(n), err, sizeof err);
 }
 
+static void close_flushed(struct ppl_archive *a)
+{
+	if (ppl_archive_flush(a, UINT64_MAX, err, sizeof err) != 0)
+		fprintf(stderr, "flush at close: %s\n", err);
+	ppl_archive_close(a);
+}
+
 static void make_dir(char *out, size_t len, const char *name)
 {
 	snprintf(out, len, "%s/%s", root, name);
@@ -145,11 +152,14 @@ static void test_round_trip(void)
 	for (unsigned n = 0; n < 1000; n++) {
 		CHECK(append_n(a, n) == 0);
 		if (n % 97 == 0)
-			CHECK(ppl_archive_flush(a, err, sizeof err) == 0);
+			CHECK(ppl_archive_flush(a, UINT64_MAX, err, sizeof err) == 0);
 	}
 	CHECK_EQ_U(ppl_archive_end_lsn(a), start_of(1000));
 	CHECK(ppl_archive_durable_lsn(a) < start_of(1000));
-	CHECK(ppl_archive_flush(a, err, sizeof err) == 0);
+	/* only what MariaDB's log holds durably: whole records up to there */
+	CHECK(ppl_archive_flush(a, start_of(995) + 3, err, sizeof err) == 0);
+	CHECK_EQ_U(ppl_archive_durable_lsn(a), start_of(995));
+	CHECK(ppl_archive_flush(a, UINT64_MAX, err, sizeof err) == 0);
 	CHECK_EQ_U(ppl_archive_durable_lsn(a), start_of(1000));
 	struct ppl_archive_figures f;
 	ppl_archive_get_figures(a, &f);
@@ -170,7 +180,7 @@ static void test_round_trip(void)
 	char want[64];
 	snprintf(want, sizeof want, "%" PRIu64, start_of(1000));
 	CHECK(strstr(err, want) != NULL);
-	ppl_archive_close(a);
+	close_flushed(a);
 
 	/* after a reopen, every record, in order, byte for byte */
 	a = open_dir(dir, 4096, 0, 0);
@@ -200,6 +210,9 @@ static void test_round_trip(void)
 	CHECK_EQ_U(w.end_lsn, start_of(1000));
 	CHECK_EQ_U(w.first_ns, time_of(0));
 	CHECK_EQ_U(w.last_ns, time_of(999));
+	CHECK_EQ_U(w.records, 1000);
+	CHECK_EQ_U(w.segments, count_segments(dir));
+	CHECK(w.bytes > start_of(1000) - BASE_LSN);
 	uint64_t lsn = 0;
 	CHECK(ppl_archive_lsn_at(dir, time_of(250) + 500000, &lsn, err, sizeof err) == 0);
 	CHECK_EQ_U(lsn, start_of(251));
@@ -211,7 +224,7 @@ static void test_round_trip(void)
 	/* and it goes on from its end */
 	for (unsigned n = 1000; n < 1100; n++)
 		CHECK(append_n(a, n) == 0);
-	ppl_archive_close(a);
+	close_flushed(a);
 	CHECK(read_range(dir, 0, BASE_LSN, start_of(1100), &x) == 0);
 	CHECK_EQ_U(x.count, 1100);
 	CHECK(!x.bad);
@@ -226,7 +239,7 @@ static void test_torn_tail(void)
 	struct ppl_archive *a = open_dir(dir, 1 << 20, 0, 0);
 	for (unsigned n = 0; n < 50; n++)
 		CHECK(append_n(a, n) == 0);
-	ppl_archive_close(a);
+	close_flushed(a);
 	segment_path(dir, 0, path, sizeof path);
 	struct stat st;
 	CHECK(stat(path, &st) == 0);
@@ -239,7 +252,7 @@ static void test_torn_tail(void)
 	CHECK_EQ_U(f.torn_bytes_cut, PPL_ARCHIVE_RECORD_HEADER + rec_len(49) - 5);
 	for (unsigned n = 49; n < 60; n++)
 		CHECK(append_n(a, n) == 0);
-	ppl_archive_close(a);
+	close_flushed(a);
 	struct expect x;
 	CHECK(read_range(dir, 0, BASE_LSN, start_of(60), &x) == 0);
 	CHECK_EQ_U(x.count, 60);
@@ -256,7 +269,7 @@ static void test_torn_tail(void)
 	a = open_dir(dir, 1 << 20, 0, 0);
 	CHECK(a != NULL);
 	CHECK_EQ_U(ppl_archive_end_lsn(a), start_of(59));
-	ppl_archive_close(a);
+	close_flushed(a);
 
 	/* a new segment whose header never became durable: removed */
 	char empty[512];
@@ -268,7 +281,7 @@ static void test_torn_tail(void)
 	CHECK(a != NULL);
 	CHECK(access(empty, F_OK) != 0);
 	CHECK_EQ_U(ppl_archive_end_lsn(a), start_of(59));
-	ppl_archive_close(a);
+	close_flushed(a);
 }
 
 /* Damage anywhere but the last segment's tail, and a missing segment:
@@ -280,7 +293,7 @@ static void test_damage_reported(void)
 	struct ppl_archive *a = open_dir(dir, 4096, 0, 0);
 	for (unsigned n = 0; n < 300; n++)
 		CHECK(append_n(a, n) == 0);
-	ppl_archive_close(a);
+	close_flushed(a);
 	CHECK(count_segments(dir) >= 5);
 
 	/* a flipped byte inside the second segment */
@@ -304,7 +317,7 @@ static void test_damage_reported(void)
 	close(fd);
 	a = open_dir(dir, 4096, 0, 0);
 	CHECK(a != NULL);
-	ppl_archive_close(a);
+	close_flushed(a);
 
 	/* a missing segment: the hole's LSNs */
 	segment_path(dir, 2, path, sizeof path);
@@ -331,7 +344,7 @@ static void test_failed_flush_keeps_records(void)
 	struct ppl_archive *a = open_dir(dir, 1 << 20, 0, 0);
 	for (unsigned n = 0; n < 20; n++)
 		CHECK(append_n(a, n) == 0);
-	CHECK(ppl_archive_flush(a, err, sizeof err) == 0);
+	CHECK(ppl_archive_flush(a, UINT64_MAX, err, sizeof err) == 0);
 	uint64_t durable = ppl_archive_durable_lsn(a);
 	for (unsigned n = 20; n < 200; n++)
 		CHECK(append_n(a, n) == 0);
@@ -341,15 +354,15 @@ static void test_failed_flush_keeps_records(void)
 	small.rlim_cur = 8192;
 	signal(SIGXFSZ, SIG_IGN);
 	CHECK(setrlimit(RLIMIT_FSIZE, &small) == 0);
-	CHECK(ppl_archive_flush(a, err, sizeof err) != 0);
+	CHECK(ppl_archive_flush(a, UINT64_MAX, err, sizeof err) != 0);
 	CHECK(strstr(err, "cannot be written") != NULL);
 	CHECK_EQ_U(ppl_archive_durable_lsn(a), durable);
 	for (unsigned n = 200; n < 210; n++)
 		CHECK(append_n(a, n) == 0);
 	CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);
-	CHECK(ppl_archive_flush(a, err, sizeof err) == 0);
+	CHECK(ppl_archive_flush(a, UINT64_MAX, err, sizeof err) == 0);
 	CHECK_EQ_U(ppl_archive_durable_lsn(a), start_of(210));
-	ppl_archive_close(a);
+	close_flushed(a);
 	struct expect x;
 	CHECK(read_range(dir, 0, BASE_LSN, start_of(210), &x) == 0);
 	CHECK_EQ_U(x.count, 210);
@@ -363,7 +376,7 @@ static void test_retention(void)
 	struct ppl_archive *a = open_dir(dir, 4096, 16384, 0);
 	for (unsigned n = 0; n < 600; n++)
 		CHECK(append_n(a, n) == 0);
-	CHECK(ppl_archive_flush(a, err, sizeof err) == 0);
+	CHECK(ppl_archive_flush(a, UINT64_MAX, err, sizeof err) == 0);
 	struct ppl_archive_figures f;
 	ppl_archive_get_figures(a, &f);
 	unsigned before = (unsigned)f.segments;
@@ -385,7 +398,7 @@ static void test_retention(void)
 	struct expect x;
 	CHECK(read_range(dir, 0, BASE_LSN, start_of(600), &x) != 0);
 	CHECK(strstr(err, "begins at LSN") != NULL);
-	ppl_archive_close(a);
+	close_flushed(a);
 
 	/* by age: older than 2 s at a time far after the last record */
 	char dir2[256];
@@ -393,13 +406,13 @@ static void test_retention(void)
 	a = open_dir(dir2, 4096, 0, 2);
 	for (unsigned n = 0; n < 300; n++)
 		CHECK(append_n(a, n) == 0);
-	CHECK(ppl_archive_flush(a, err, sizeof err) == 0);
+	CHECK(ppl_archive_flush(a, UINT64_MAX, err, sizeof err) == 0);
 	CHECK_EQ_U(ppl_archive_prune(a, UINT64_MAX, time_of(299) + 1000000000ull, err, sizeof err), 0);
 	CHECK(ppl_archive_prune(a, UINT64_MAX, time_of(299) + 60000000000ull, err, sizeof err) > 0);
 	ppl_archive_get_figures(a, &f);
 	CHECK_EQ_U(f.segments, 1);
 	CHECK_EQ_U(count_segments(dir2), 1);
-	ppl_archive_close(a);
+	close_flushed(a);
 }
 
 static struct ppl_archive *shared;
@@ -410,7 +423,7 @@ static void *flusher(void *arg)
 	(void)arg;
 	char e[512];
 	while (__atomic_load_n(&appending, __ATOMIC_ACQUIRE))
-		if (ppl_archive_flush(shared, e, sizeof e) != 0)
+		if (ppl_archive_flush(shared, UINT64_MAX, e, sizeof e) != 0)
 			fprintf(stderr, "flush: %s\n", e);
 	return NULL;
 }
@@ -427,7 +440,7 @@ static void test_threads(void)
 		CHECK(append_n(shared, n) == 0);
 	__atomic_store_n(&appending, 0, __ATOMIC_RELEASE);
 	pthread_join(t, NULL);
-	ppl_archive_close(shared);
+	close_flushed(shared);
 	struct expect x;
 	CHECK(read_range(dir, 0, BASE_LSN, start_of(5000), &x) == 0);
 	CHECK_EQ_U(x.count, 5000);

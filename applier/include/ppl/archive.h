@@ -74,7 +74,9 @@ struct ppl_archive;
  * last record. NULL with the reason in err when the directory cannot be
  * read or holds a damaged archive. */
 struct ppl_archive *ppl_archive_open(const struct ppl_archive_config *cfg, char *err, size_t errlen);
-void ppl_archive_close(struct ppl_archive *a); /* flushes first */
+/* Closes without a flush: what is still buffered is dropped (the host
+ * flushes first what it may keep: only what MariaDB's log holds durably). */
+void ppl_archive_close(struct ppl_archive *a);
 
 /* The LSN the next record must start at (0 for an empty archive), and up
  * to which the archive is durable. */
@@ -88,10 +90,14 @@ uint64_t ppl_archive_durable_lsn(struct ppl_archive *a);
  * (the host decides: the archive cannot go on as one chain). */
 int ppl_archive_append(struct ppl_archive *a, const struct ppl_mtr *m, uint64_t wall_ns, char *err, size_t errlen);
 
-/* Writes what is buffered into the segment files (opening a new segment
- * when the current one is full) and syncs it: 0, or -1 with the file and
- * the error in err (what was buffered stays buffered, to try again). */
-int ppl_archive_flush(struct ppl_archive *a, char *err, size_t errlen);
+/* Writes the buffered records that end at or below upto_lsn (UINT64_MAX:
+ * all) into the segment files, opening a new segment when the current
+ * one is full, and syncs them: 0, or -1 with the file and the error in
+ * err (what was not made durable stays buffered, to try again). The host
+ * passes how far MariaDB's log file is durable: the archive never holds
+ * a mini-transaction that a crash of the storage node could take out of
+ * the log. */
+int ppl_archive_flush(struct ppl_archive *a, uint64_t upto_lsn, char *err, size_t errlen);
 
 /* Removes segments as the configuration's retention asks, never one that
  * holds an LSN >= keep_from_lsn (UINT64_MAX: no base constrains it) and
@@ -111,11 +117,13 @@ void ppl_archive_get_figures(struct ppl_archive *a, struct ppl_archive_figures *
 
 /* ---- Reading (no writer needed) ----------------------------------------- */
 
-/* The window an archive directory covers: its first and end LSN and the
- * wall clock of its first and last records. 0, or -1 with err (an empty
- * archive, or a damaged one: what and where). */
+/* The window an archive directory covers: its first and end LSN, the
+ * wall clock of its first and last records, and its size. Every record
+ * is read and checked on the way. 0, or -1 with err (an empty archive,
+ * or a damaged one: what and where). */
 struct ppl_archive_window {
 	uint64_t first_lsn, end_lsn, first_ns, last_ns;
+	uint64_t records, segments, bytes;
 };
 int ppl_archive_window(const char *dir, struct ppl_archive_window *w, char *err, size_t errlen);
 

@@ -35,6 +35,11 @@ struct ppl_node_config {
 			  uint64_t start_lsn, uint64_t end_lsn, const uint8_t *recs, size_t len);
 	void (*on_drop_space)(void *arg, uint32_t space);
 	void *sink_arg;
+	/* Each mini-transaction the node accepts, in LSN order, before its
+	 * records are indexed; a restart delivers again what it parses
+	 * again. The store's log archive (store_archive.c). NULL: none. */
+	void (*on_accepted)(void *arg, const struct ppl_mtr *m);
+	void *accepted_arg;
 	/* Notes about file-level records (FILE_DELETE, TRIM_PAGES, ...),
 	 * divergences and errors; no function = silent. */
 	struct ppl_logger log;

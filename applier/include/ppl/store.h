@@ -45,7 +45,8 @@
  * writes, verify, the stripes), store_gate.c (the elided set, settle and
  * materialize, the checkpoint gate, the elision decision), store_wrap.c
  * (the restart point and the log-wrap guard, I3), store_workers.c
- * (Apply_Threads) and store_figures.c (figures, stats lines); they share
+ * (Apply_Threads), store_archive.c (the log archive, Archive_Path) and
+ * store_figures.c (figures, stats lines); they share
  * store_internal.h. The POSIX I/O table is applier/src/io_posix.c.
  *
  * Threads. The host's threads call in concurrently; the store adds the
@@ -262,6 +263,12 @@ struct ppl_store_figures {
 	bool disk_failing;
 	uint64_t disk_failures, elide_refused_disk;
 	int pool_persist_failed;       /* errno of the pool file's failed msync, or 0 */
+	/* the log archive (Archive_Path): the LSNs it holds, how far they are
+	 * durable, what waits in memory, flushes that failed, and whether it
+	 * stopped for good; how far MariaDB's log file is durable */
+	bool archive, archive_broken;
+	uint64_t archive_first_lsn, archive_end_lsn, archive_durable_lsn, archive_segments, archive_bytes;
+	uint64_t archive_buffered, archive_flush_failures, log_durable_lsn;
 };
 void ppl_store_figures(struct ppl_store *e, struct ppl_store_figures *f);
 /* The index and the pool, for one page's dump; NULL when there is none.
@@ -285,6 +292,20 @@ char *ppl_store_json(struct ppl_store *e, const char *request);
  * (store_metrics.c): what the metrics endpoint serves and the live
  * socket's "metrics" request answers. NULL when out of memory. */
 char *ppl_store_metrics(struct ppl_store *e);
+/* Archive_Path set: keeps every mini-transaction parsed in the log
+ * archive (ppl/archive.h; store_archive.c says what it promises), from
+ * the next ingest start on. Call before ppl_store_start_from_disk. 0, or
+ * -1 with a message (the directory is inside the export, or the archive
+ * in it is damaged): the export must not start. */
+int ppl_store_start_archive(struct ppl_store *e, const struct ppl_config *c, char *err, size_t errlen);
+/* MariaDB's log file is being made durable (a COMMIT of it): the mark
+ * taken before the host's sync, then, once the sync succeeded, the
+ * synced call says the log is durable up to the mark. A stable WRITE of
+ * the log does both after ppl_store_log_write. Only the archive uses it:
+ * it never holds what the log file could still lose. */
+uint64_t ppl_store_log_mark(struct ppl_store *e);
+void ppl_store_log_synced(struct ppl_store *e, uint64_t fileid, uint64_t mark);
+
 /* Metrics_Port set: serves ppl_store_metrics() on
  * http://Metrics_Address:Metrics_Port/metrics until ppl_store_free.
  * 0, or -1 with a message (a port in use, a bad address): the export
@@ -295,5 +316,7 @@ int ppl_store_start_metrics(struct ppl_store *e, const struct ppl_config *c, cha
 int ppl_store_format(struct ppl_store *e, char *buf, size_t len);
 /* The pool's figures for a line of their own; 0 when elision is off. */
 int ppl_store_format_pool(struct ppl_store *e, char *buf, size_t len);
+/* The log archive's, likewise; 0 when there is none. */
+int ppl_store_format_archive(struct ppl_store *e, char *buf, size_t len);
 
 #endif

@@ -20,7 +20,12 @@
 #define PPL_DEFAULT_STATS_INTERVAL 60u
 #define PPL_DEFAULT_METRICS_ADDRESS "127.0.0.1" /* loopback: figures are for this host's scraper */
 
+#define PPL_DEFAULT_ARCHIVE_SEGMENT_SIZE (64ull << 20)
+#define PPL_DEFAULT_ARCHIVE_RETENTION_AGE (7u * 86400u) /* a week */
+
 #define PPL_MIN_POOL_SIZE (1ull << 20)
+#define PPL_MIN_ARCHIVE_SEGMENT_SIZE (1ull << 20)
+#define PPL_MAX_ARCHIVE_SEGMENT_SIZE (1ull << 30)
 #define PPL_MAX_BLOCK_SIZE 4096u
 #define PPL_MAX_PER_PAGE_LIMIT 4096u  /* the pool's limit (applier/src/pool.c) */
 #define PPL_MAX_APPLY_THREADS 64u
@@ -47,6 +52,12 @@ struct ppl_config {
 	uint32_t stats_interval;      /* seconds; 0: no periodic stats line */
 	char *metrics_address;
 	uint16_t metrics_port;        /* 0: no metrics endpoint */
+	/* The log archive (ppl/archive.h): a directory of the storage
+	 * node's own, outside the export; NULL or "": no archive */
+	char *archive_path;
+	uint64_t archive_segment_size;
+	uint64_t archive_retention_size; /* bytes; 0: no limit */
+	uint32_t archive_retention_age;  /* seconds; 0: no limit */
 };
 
 /* Checks every parameter and their combinations. Returns 0, or -1 with a

@@ -1,0 +1,364 @@
+/* The store's log archive (Archive_Path): every mini-transaction the node
+ * accepts goes to the archive (ppl/archive.h) as it is parsed, and a
+ * thread of its own makes it durable behind MariaDB's log.
+ *
+ * The rules, and why:
+ *   - Nothing in the archive that MariaDB's log file could lose. A record
+ *     is flushed only once its log bytes are durable in the log file: a
+ *     COMMIT of the log, or a stable WRITE of it, covers everything
+ *     parsed before it began (ppl_store_log_mark, ppl_store_log_synced).
+ *     Otherwise a crash of the storage node's machine could leave the
+ *     archive holding mini-transactions that MariaDB, recovering from its
+ *     log, never had, and writes again differently at the same LSNs.
+ *   - A commit never waits for the archive. Appends copy into memory
+ *     under the node's parse; the flush runs on the archive thread.
+ *   - Nothing skipped silently. When MariaDB's log is about to overwrite
+ *     LSNs the archive has not made durable (its disk failing, full, or
+ *     too slow), archiving stops with a CRIT line saying from which LSN
+ *     the archive ends and what to do; MariaDB goes on. At ingest start
+ *     the archive catches up from the log file (a separate reader from
+ *     its end to where the node starts); when the log no longer holds
+ *     that range, archiving stops the same way. A hole is never bridged.
+ *   - A damaged archive refuses the export at start: the operator decides
+ *     (ppl_archive_open's message names the file). */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <urcu-bp.h>
+
+#include "ppl/archive.h"
+#include "ppl/node.h"
+#include "ppl/redo.h"
+#include "ppl/store.h"
+#include "store_internal.h"
+
+#define FLUSH_EVERY_MS 100
+#define PRUNE_EVERY_NS (60ull * 1000000000ull)
+#define SAY_FAILING_EVERY_NS (60ull * 1000000000ull)
+
+static uint64_t wall_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* Archiving stops for good (until the export restarts): one CRIT line. */
+static void archive_break(struct ppl_store *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void archive_break(struct ppl_store *e, const char *fmt, ...)
+{
+	char why[sizeof e->archive_why];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof why, fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&e->archive_lock);
+	bool first = !e->archive_broken;
+	if (first) {
+		snprintf(e->archive_why, sizeof e->archive_why, "%s", why);
+		__atomic_store_n(&e->archive_broken, true, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&e->archive_lock);
+	uint64_t durable = ppl_archive_durable_lsn(e->archive);
+	char end[80] = "holding nothing durable yet";
+	if (durable)
+		snprintf(end, sizeof end, "at LSN %" PRIu64 " (clones can be made up to there)", durable);
+	if (first)
+		SLOG(e, PPL_LOG_CRIT, "PPL: %s: log archive %s stops, %s: %s. MariaDB is not affected. To archive "
+			 "again: fix the cause, move %s aside and restart the export (a new archive begins; take a "
+			 "new base copy)", e->datadir, e->archive_dir, end, why, e->archive_dir);
+}
+
+static bool broken(struct ppl_store *e)
+{
+	return __atomic_load_n(&e->archive_broken, __ATOMIC_ACQUIRE);
+}
+
+void store_archive_accept(void *arg, const struct ppl_mtr *m)
+{
+	struct ppl_store *e = arg;
+	char err[300];
+	if (e->archive == NULL || broken(e))
+		return;
+	if (ppl_archive_append(e->archive, m, wall_ns(), err, sizeof err) != 0)
+		archive_break(e, "%s", err);
+}
+
+uint64_t ppl_store_log_mark(struct ppl_store *e)
+{
+	rcu_read_lock();
+	struct ppl_node *n = store_node_of(e);
+	uint64_t lsn = n ? ppl_node_parsed_lsn(n) : 0;
+	rcu_read_unlock();
+	return lsn;
+}
+
+static void log_durable_to(struct ppl_store *e, uint64_t lsn)
+{
+	uint64_t was = __atomic_load_n(&e->log_durable_lsn, __ATOMIC_RELAXED);
+	while (was < lsn && !__atomic_compare_exchange_n(&e->log_durable_lsn, &was, lsn, false, __ATOMIC_RELEASE,
+							 __ATOMIC_RELAXED))
+		;
+}
+
+void ppl_store_log_synced(struct ppl_store *e, uint64_t fileid, uint64_t mark)
+{
+	/* a sync of another datadir's log says nothing of this one */
+	if (fileid == __atomic_load_n(&e->log_fileid, __ATOMIC_RELAXED))
+		log_durable_to(e, mark);
+}
+
+/* One flush up to the log's durable end: 0, or -1 (counted, and said
+ * once a minute while it goes on: the disk under the archive). */
+static int flush_once(struct ppl_store *e)
+{
+	char err[PATH_MAX + 200];
+	uint64_t upto = __atomic_load_n(&e->log_durable_lsn, __ATOMIC_ACQUIRE);
+	if (ppl_archive_flush(e->archive, upto, err, sizeof err) == 0)
+		return 0;
+	__atomic_add_fetch(&e->archive_flush_failures, 1, __ATOMIC_RELAXED);
+	uint64_t now = store_now_ns(e);
+	if (e->archive_said_ns == 0 || now - e->archive_said_ns >= SAY_FAILING_EVERY_NS) {
+		e->archive_said_ns = now;
+		SLOG(e, PPL_LOG_CRIT, "PPL: %s: log archive: %s; the records wait in memory and are written again; "
+			 "if MariaDB's log wraps over them first, archiving stops. Free space on (or repair) the "
+			 "archive's disk", e->datadir, err);
+	}
+	return -1;
+}
+
+static void *archive_main(void *arg)
+{
+	struct ppl_store *e = arg;
+	if (e->env.thread_started)
+		e->env.thread_started(e->env.thread_arg, "ppl_archive");
+	uint64_t pruned_ns = store_now_ns(e);
+	pthread_mutex_lock(&e->archive_lock);
+	while (!e->archive_stop) {
+		struct timespec t;
+		clock_gettime(CLOCK_REALTIME, &t);
+		t.tv_nsec += FLUSH_EVERY_MS * 1000000L;
+		if (t.tv_nsec >= 1000000000L) {
+			t.tv_sec++;
+			t.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&e->archive_cond, &e->archive_lock, &t);
+		if (e->archive_stop)
+			break;
+		pthread_mutex_unlock(&e->archive_lock);
+		if (!broken(e))
+			flush_once(e);
+		if (store_now_ns(e) - pruned_ns >= PRUNE_EVERY_NS) {
+			char err[PATH_MAX + 200];
+			pruned_ns = store_now_ns(e);
+			/* no base copy pins anything yet: retention alone */
+			int n = ppl_archive_prune(e->archive, UINT64_MAX, wall_ns(), err, sizeof err);
+			if (n < 0)
+				SLOG(e, PPL_LOG_WARN, "PPL: %s: log archive retention: %s", e->datadir, err);
+			else if (n > 0)
+				SLOG(e, PPL_LOG_EVENT, "PPL: %s: log archive: %d old segment(s) removed (retention)",
+					 e->datadir, n);
+		}
+		pthread_mutex_lock(&e->archive_lock);
+	}
+	pthread_mutex_unlock(&e->archive_lock);
+	return NULL;
+}
+
+int ppl_store_start_archive(struct ppl_store *e, const struct ppl_config *c, char *err, size_t errlen)
+{
+	if (c->archive_path == NULL || c->archive_path[0] == '\0')
+		return 0;
+	char real[PATH_MAX], exp[PATH_MAX];
+	if (realpath(c->archive_path, real) == NULL) {
+		snprintf(err, errlen, "Archive_Path \"%s\": %s", c->archive_path, strerror(errno));
+		return -1;
+	}
+	size_t el = realpath(e->exportdir, exp) ? strlen(exp) : 0;
+	if (el && strncmp(real, exp, el) == 0 && (real[el] == '/' || real[el] == '\0')) {
+		snprintf(err, errlen, "Archive_Path \"%s\" is inside the export %s: MariaDB's clients would see it, "
+			 "and a full archive would fill the datadir's disk; put it outside the export", c->archive_path,
+			 e->exportdir);
+		return -1;
+	}
+	struct ppl_archive_config ac = {.dir = real, .segment_bytes = c->archive_segment_size,
+					.retention_bytes = c->archive_retention_size,
+					.retention_s = c->archive_retention_age};
+	char why[PATH_MAX + 300];
+	e->archive = ppl_archive_open(&ac, why, sizeof why);
+	if (e->archive == NULL) {
+		snprintf(err, errlen, "log archive: %s. Nothing was changed: repair the file or move the archive "
+			 "aside, then start again", why);
+		return -1;
+	}
+	snprintf(e->archive_dir, sizeof e->archive_dir, "%s", real);
+	int rc = pthread_create(&e->archive_thread, NULL, archive_main, e);
+	if (rc != 0) {
+		ppl_archive_close(e->archive);
+		e->archive = NULL;
+		snprintf(err, errlen, "log archive: its thread cannot start: %s", strerror(rc));
+		return -1;
+	}
+	e->archive_thread_started = true;
+	struct ppl_archive_figures f;
+	ppl_archive_get_figures(e->archive, &f);
+	if (f.segments)
+		SLOG(e, PPL_LOG_EVENT, "PPL: %s: log archive %s holds LSN %" PRIu64 " to %" PRIu64 " (%" PRIu64
+			 " segment(s), %.1f MB)%s; it goes on from there", e->datadir, real, f.first_lsn, f.end_lsn,
+			 f.segments, (double)f.bytes / 1e6, f.torn_bytes_cut ? ", a torn last record cut" : "");
+	else
+		SLOG(e, PPL_LOG_EVENT, "PPL: %s: log archive %s is empty; it begins with the first mini-transaction "
+			 "parsed", e->datadir, real);
+	return 0;
+}
+
+void store_stop_archive(struct ppl_store *e)
+{
+	if (e->archive == NULL)
+		return;
+	pthread_mutex_lock(&e->archive_lock);
+	e->archive_stop = true;
+	pthread_cond_broadcast(&e->archive_cond);
+	pthread_mutex_unlock(&e->archive_lock);
+	if (e->archive_thread_started)
+		pthread_join(e->archive_thread, NULL);
+	/* a clean stop: what the log holds durably goes in; the rest is
+	 * taken from the log at the next start */
+	if (!broken(e))
+		flush_once(e);
+	struct ppl_archive_figures f;
+	ppl_archive_get_figures(e->archive, &f);
+	if (f.buffered_bytes)
+		SLOG(e, PPL_LOG_EVENT, "PPL: %s: log archive ends at LSN %" PRIu64 " at this stop; %" PRIu64 " B of "
+			 "records past it were not yet durable in MariaDB's log and are taken from the log at the next "
+			 "start", e->datadir, f.durable_lsn, f.buffered_bytes);
+	struct ppl_archive *a = e->archive;
+	e->archive = NULL;
+	ppl_archive_close(a);
+}
+
+void store_archive_before_overwrite(struct ppl_store *e, uint64_t over_lsn)
+{
+	if (e->archive == NULL || broken(e) || over_lsn == 0)
+		return;
+	uint64_t durable = ppl_archive_durable_lsn(e->archive);
+	/* below the archive's start: the log's first pass, before archiving began */
+	if (durable >= over_lsn || ppl_archive_end_lsn(e->archive) == 0)
+		return;
+	flush_once(e);
+	durable = ppl_archive_durable_lsn(e->archive);
+	if (durable < over_lsn)
+		archive_break(e, "MariaDB's log is about to overwrite LSN %" PRIu64 ", and the archive holds only up to "
+			      "LSN %" PRIu64 " durably (its disk failing or full, or MariaDB's log not synced)",
+			      over_lsn, durable);
+}
+
+/* ---- catching up from the log file at ingest start ---------------------------- */
+
+struct catch_up {
+	struct ppl_store *e;
+	uint64_t upto;
+	int failed;
+};
+
+static int catch_up_mtr(void *arg, const struct ppl_mtr *m)
+{
+	struct catch_up *c = arg;
+	if (m->start_lsn >= c->upto)
+		return 1; /* the node takes it from here */
+	store_archive_accept(c->e, m);
+	return broken(c->e) ? 2 : 0;
+}
+
+void store_archive_ingest_start(struct ppl_store *e, uint64_t start, uint64_t log_size)
+{
+	if (e->archive == NULL || broken(e))
+		return;
+	uint64_t end = ppl_archive_end_lsn(e->archive);
+	if (end == 0 || end >= start)
+		return;
+	const struct ppl_redo_dialect *d = &ppl_dialect_mariadb_10_8;
+	struct catch_up c = {.e = e, .upto = start};
+	struct ppl_redo_sink sink = {.arg = &c, .on_mtr = catch_up_mtr};
+	struct ppl_redo_reader *r = ppl_redo_reader_new(d, log_size, PPL_REDO_FILE_IMAGE, &sink);
+	const struct ppl_io *io = e->env.io;
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/ib_logfile0", e->datadir);
+	int fd = r ? io->open(io->arg, path, O_RDONLY) : -1;
+	size_t chunk = 1 << 20;
+	uint8_t *buf = fd >= 0 ? malloc(chunk > d->area_start ? chunk : d->area_start) : NULL;
+	const char *why = NULL;
+	if (buf == NULL || io->pread(io->arg, fd, buf, d->area_start, 0) != (ssize_t)d->area_start) {
+		why = "the log file cannot be read";
+	} else if (ppl_redo_feed(r, 0, buf, d->area_start) < 0 || ppl_redo_start_at(r, end) != 0) {
+		why = "the log no longer holds it (it was re-created, or wrapped while the storage node was down or "
+		      "archiving was off)";
+	} else {
+		uint64_t cap = ppl_redo_capacity(r), todo = start - end;
+		if (todo > cap) {
+			why = "MariaDB's log wrapped over it while the storage node was down or archiving was off";
+		} else {
+			uint64_t off = ppl_redo_offset_of(r, end);
+			int rc = 0;
+			while (todo > 0 && rc == 0) {
+				uint64_t room = d->area_start + cap - off, n = todo < chunk ? todo : chunk;
+				if (n > room)
+					n = room;
+				if (io->pread(io->arg, fd, buf, n, (off_t)off) != (ssize_t)n) {
+					why = "the log file cannot be read";
+					break;
+				}
+				rc = ppl_redo_feed(r, off, buf, n);
+				todo -= n;
+				off += n;
+				if (off == d->area_start + cap)
+					off = d->area_start;
+			}
+			if (!why && !broken(e) && ppl_archive_end_lsn(e->archive) != start)
+				why = "the log's bytes there are not whole mini-transactions any more (overwritten)";
+		}
+	}
+	if (why && !broken(e))
+		archive_break(e, "the archive ends at LSN %" PRIu64 " and the log is read from LSN %" PRIu64
+			      " at this start, but %s", end, start, why);
+	else if (!broken(e))
+		SLOG(e, PPL_LOG_EVENT, "PPL: %s: log archive caught up from LSN %" PRIu64 " to %" PRIu64
+			 " from the log file", e->datadir, end, start);
+	free(buf);
+	if (fd >= 0)
+		io->close(io->arg, fd);
+	ppl_redo_reader_free(r);
+}
+
+void store_archive_ingest_started(struct ppl_store *e, uint64_t parsed)
+{
+	/* the log file as it was found at start survived whatever came
+	 * before: what parses in it is durable */
+	log_durable_to(e, parsed);
+}
+
+void store_archive_figures(struct ppl_store *e, struct ppl_store_figures *f)
+{
+	f->archive = e->archive != NULL;
+	if (e->archive == NULL)
+		return;
+	struct ppl_archive_figures a;
+	ppl_archive_get_figures(e->archive, &a);
+	f->archive_first_lsn = a.first_lsn;
+	f->archive_end_lsn = a.end_lsn;
+	f->archive_durable_lsn = a.durable_lsn;
+	f->archive_segments = a.segments;
+	f->archive_bytes = a.bytes;
+	f->archive_buffered = a.buffered_bytes;
+	f->archive_flush_failures = __atomic_load_n(&e->archive_flush_failures, __ATOMIC_RELAXED);
+	f->archive_broken = broken(e);
+	f->log_durable_lsn = __atomic_load_n(&e->log_durable_lsn, __ATOMIC_RELAXED);
+}
