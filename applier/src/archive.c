@@ -564,6 +564,28 @@ static int open_last(struct ppl_archive *a, char *err, size_t errlen)
 	return 0;
 }
 
+/* What was written into the last segment up to `bytes` (its records up
+ * to LSN end, accepted from first_ns to last_ns) made durable and
+ * counted: 0, or -1 with err (nothing counted). */
+static int sync_segment(struct ppl_archive *a, struct seg *s, uint64_t bytes, uint64_t end, uint64_t first_ns,
+			uint64_t last_ns, char *err, size_t errlen)
+{
+	if (fdatasync(a->fd) != 0) {
+		say(err, errlen, "archive segment of LSN %" PRIu64 " cannot be synced: %s", s->first_lsn,
+		    strerror(errno));
+		return -1;
+	}
+	pthread_mutex_lock(&a->lock);
+	s->bytes = bytes;
+	s->end_lsn = end;
+	if (s->first_ns == 0)
+		s->first_ns = first_ns;
+	s->last_ns = last_ns;
+	a->durable_lsn = end;
+	pthread_mutex_unlock(&a->lock);
+	return 0;
+}
+
 int ppl_archive_flush(struct ppl_archive *a, uint64_t upto_lsn, char *err, size_t errlen)
 {
 	pthread_mutex_lock(&a->flush_lock);
@@ -606,20 +628,10 @@ int ppl_archive_flush(struct ppl_archive *a, uint64_t upto_lsn, char *err, size_
 			/* the current segment is full: what is written in it is
 			 * made durable, then the next one begins */
 			if (s && at > done) {
-				if (fdatasync(a->fd) != 0) {
-					say(err, errlen, "archive segment of LSN %" PRIu64 " cannot be synced: %s",
-					    s->first_lsn, strerror(errno));
+				if (sync_segment(a, s, written, end, first_ns, last_ns, err, errlen) != 0) {
 					rc = -1;
 					break;
 				}
-				pthread_mutex_lock(&a->lock);
-				s->bytes = written;
-				s->end_lsn = end;
-				if (s->first_ns == 0)
-					s->first_ns = first_ns;
-				s->last_ns = last_ns;
-				a->durable_lsn = end;
-				pthread_mutex_unlock(&a->lock);
 				done = at;
 				first_ns = 0;
 			}
@@ -654,21 +666,10 @@ int ppl_archive_flush(struct ppl_archive *a, uint64_t upto_lsn, char *err, size_
 	}
 	if (rc == 0 && at > done) {
 		struct seg *s = last_seg(a);
-		if (fdatasync(a->fd) != 0) {
-			say(err, errlen, "archive segment of LSN %" PRIu64 " cannot be synced: %s", s->first_lsn,
-			    strerror(errno));
+		if (sync_segment(a, s, s->bytes + (at - done), end, first_ns, last_ns, err, errlen) != 0)
 			rc = -1;
-		} else {
-			pthread_mutex_lock(&a->lock);
-			s->bytes += at - done;
-			s->end_lsn = end;
-			if (s->first_ns == 0)
-				s->first_ns = first_ns;
-			s->last_ns = last_ns;
-			a->durable_lsn = end;
-			pthread_mutex_unlock(&a->lock);
+		else
 			done = at;
-		}
 	}
 	/* what is not durable goes back in front of what was appended since:
 	 * the next flush writes it again at the segment's durable end (a
