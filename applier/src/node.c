@@ -619,6 +619,27 @@ int ppl_node_log_write(struct ppl_node *n, uint64_t off, const void *buf, size_t
 	return reader_done(n, r);
 }
 
+int ppl_node_feed_mtr(struct ppl_node *n, const struct ppl_mtr *m)
+{
+	pthread_rwlock_wrlock(&n->lock);
+	if (n->reader) {
+		pthread_rwlock_unlock(&n->lock);
+		snprintf(n->err, sizeof n->err, "mini-transactions fed to a node that reads a log");
+		return -1;
+	}
+	int r = on_mtr(n, m);
+	n->st.log_bytes += m->end_lsn - m->start_lsn;
+	if (r == 0) {
+		pthread_mutex_lock(&n->parsed_lock);
+		__atomic_store_n(&n->parsed, m->end_lsn, __ATOMIC_RELEASE);
+		pthread_cond_broadcast(&n->parsed_cond);
+		pthread_mutex_unlock(&n->parsed_lock);
+	}
+	pthread_rwlock_unlock(&n->lock);
+	deliver_events(n);
+	return r ? -1 : 0;
+}
+
 int ppl_node_log_hold(struct ppl_node *n, uint64_t off, const void *buf, size_t len)
 {
 	if (!n->reader)

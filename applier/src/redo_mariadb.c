@@ -126,6 +126,36 @@ static enum ppl_frame frame(const uint8_t *p, size_t avail, uint64_t lsn, uint64
 	return PPL_FRAME_OK;
 }
 
+size_t ppl_mariadb_fresh_log(uint8_t *buf, size_t len, uint64_t lsn, const char *creator)
+{
+	/* the record area's first bytes: FILE_CHECKPOINT(lsn) for space 0
+	 * page 0 (type byte with its length, two one-byte varints, the LSN),
+	 * the first pass's termination byte, CRC-32C of the records */
+	const size_t recs = 1 + 1 + 1 + 8, need = AREA_START + recs + 5 + 1;
+	if (len < need || lsn < AREA_START)
+		return 0;
+	memset(buf, 0, need);
+	ppl_wr4(buf, FORMAT_10_8);
+	ppl_wr8(buf + HDR_START_LSN, lsn);
+	snprintf((char *)buf + HDR_CREATOR, HDR_CREATOR_END - HDR_CREATOR, "%s", creator);
+	ppl_wr4(buf + HDR_CRC, ppl_crc32c(0, buf, HDR_CRC));
+	for (int i = 0; i < 2; i++) {
+		uint8_t *ck = buf + ppl_dialect_mariadb_10_8.checkpoint_off[i];
+		ppl_wr8(ck, lsn);
+		ppl_wr8(ck + 8, lsn);
+		ppl_wr4(ck + 60, ppl_crc32c(0, ck, 60));
+	}
+	uint8_t *m = buf + AREA_START;
+	m[0] = (uint8_t)(PPL_FILE_CHECKPOINT | (recs - 1));
+	m[1] = 0;
+	m[2] = 0;
+	ppl_wr8(m + 3, lsn);
+	m[recs] = 1;
+	ppl_wr4(m + recs + 1, ppl_crc32c(0, m, recs));
+	/* m[recs + 5] stays 0: the end of the log */
+	return need;
+}
+
 const struct ppl_redo_dialect ppl_dialect_mariadb_10_8 = {
 	.name = "MariaDB 10.8+ (Phys)",
 	.header_size = 512,

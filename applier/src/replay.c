@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ppl/archive.h"
 #include "ppl/mach.h"
 #include "ppl/page.h"
 #include "ppl/node.h"
@@ -342,6 +343,58 @@ out:
 	free(b);
 	close(fd);
 	return ret;
+}
+
+static int feed_archived(void *arg, const struct ppl_mtr *m, uint64_t wall_ns)
+{
+	struct ctx *c = arg;
+	(void)wall_ns;
+	if (ppl_node_feed_mtr(c->node, m) != 0)
+		return fail(c, "%s", ppl_node_error(c->node));
+	return c->failed ? -1 : 0;
+}
+
+/* The records from the log archive instead of a log file. */
+static int parse_archive(struct ctx *c)
+{
+	const struct ppl_replay_opts *o = c->o;
+	if (o->start_lsn == 0 || o->stop_lsn <= o->start_lsn)
+		return fail(c, "replaying from the archive %s needs a start LSN (the base's) and a stop LSN after it",
+			    o->archive_dir);
+	char err[4400];
+	note(c, "archive %s: mini-transactions ending after LSN %llu up to LSN %llu", o->archive_dir,
+	     (unsigned long long)o->start_lsn, (unsigned long long)o->stop_lsn);
+	if (ppl_archive_read(o->archive_dir, o->start_lsn, o->stop_lsn, feed_archived, c, err, sizeof err) != 0)
+		return c->failed ? -1 : fail(c, "%s", err);
+	c->res->start_lsn = o->start_lsn;
+	c->res->end_lsn = o->stop_lsn;
+	c->res->log_bytes = o->stop_lsn - o->start_lsn;
+	return 0;
+}
+
+/* A new log whose checkpoint is the end of what was applied. */
+static int write_fresh_log(struct ctx *c)
+{
+	const struct ppl_replay_opts *o = c->o;
+	char path[4096];
+	snprintf(path, sizeof path, "%s/ib_logfile0", o->datadir);
+	if (o->new_log_size < (1u << 20))
+		return fail(c, "a new log of %llu bytes is too small (at least 1 MiB)",
+			    (unsigned long long)o->new_log_size);
+	uint8_t buf[16384];
+	size_t n = ppl_mariadb_fresh_log(buf, sizeof buf, c->res->end_lsn, "ppl-replay");
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0660);
+	if (fd < 0)
+		return fail(c, "cannot create %s: %s", path, strerror(errno));
+	int rc = n && pwrite(fd, buf, n, 0) == (ssize_t)n && ftruncate(fd, (off_t)o->new_log_size) == 0 &&
+		 fsync(fd) == 0 ? 0 : -1;
+	int e = errno;
+	close(fd);
+	if (rc)
+		return fail(c, "cannot write %s: %s", path, strerror(e));
+	note(c, "new log %s: %llu bytes, checkpoint at LSN %llu", path, (unsigned long long)o->new_log_size,
+	     (unsigned long long)c->res->end_lsn);
+	return 0;
 }
 
 /* ---- phase 2: apply ---------------------------------------------------- */
@@ -839,7 +892,7 @@ int ppl_replay_datadir(const struct ppl_replay_opts *o, struct ppl_replay_result
 		goto out;
 	}
 	ppl_node_on_file_event(c.node, on_file, &c);
-	if (parse_log(&c))
+	if (o->archive_dir ? parse_archive(&c) : parse_log(&c))
 		goto out;
 	double t1 = now();
 	res->parse_s = t1 - t0;
@@ -851,6 +904,8 @@ int ppl_replay_datadir(const struct ppl_replay_opts *o, struct ppl_replay_result
 			goto out;
 		}
 	res->apply_s = now() - t1;
+	if (o->new_log_size && !o->dry_run && write_fresh_log(&c))
+		goto out;
 	ret = 0;
 out:
 	res->total_s = now() - t0;

@@ -32,6 +32,13 @@ static void usage(FILE *f)
 		"                   per-page index, as the storage node does, and rebuild at the end;\n"
 		"                   faster, but needs about as much memory as the log to apply)\n"
 		"  --threads N      apply with N threads (default 2; 1..16)\n"
+		"  --archive DIR    take the mini-transactions from a log archive (a storage node's\n"
+		"                   Archive_Path) instead of a log file: those after --start-lsn (the\n"
+		"                   base copy's start LSN, required) up to --stop-lsn (required)\n"
+		"  --stop-lsn N     with --archive: the LSN to stop at (a mini-transaction's end)\n"
+		"  --new-log BYTES  afterwards, write a new ib_logfile0 of BYTES (at least 1 MiB) whose\n"
+		"                   checkpoint is the end LSN, as mariadb-backup --prepare leaves it:\n"
+		"                   mariadbd then starts on the datadir with nothing to recover\n"
 		"  --elide-against DIR  for every page, ask the storage engine whether it can reproduce the\n"
 		"                   page with the LSN and checksum it has in DIR (a copy recovered by other\n"
 		"                   means); print how many it accepted and refused\n"
@@ -175,6 +182,8 @@ int main(int argc, char **argv)
 		{"copy-to", required_argument, 0, 'c'}, {"log", required_argument, 0, 'l'},
 		{"start-lsn", required_argument, 0, 's'}, {"dry-run", no_argument, 0, 'n'},
 		{"json", no_argument, 0, 'j'}, {"trace", required_argument, 0, 't'}, {"elide-against", required_argument, 0, 'e'}, {"stream", no_argument, 0, 'x'}, {"threads", required_argument, 0, 'T'}, {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'},
+		{"archive", required_argument, 0, 'a'}, {"stop-lsn", required_argument, 0, 'S'},
+		{"new-log", required_argument, 0, 'N'},
 		{0, 0, 0, 0}};
 	struct ppl_replay_opts o = {0};
 	const char *copy_to = NULL;
@@ -190,6 +199,22 @@ int main(int argc, char **argv)
 				fprintf(stderr, "ppl-replay: --start-lsn needs a positive number, got \"%s\"\n", optarg);
 				return 2;
 			}
+			break;
+		}
+		case 'a': o.archive_dir = optarg; break;
+		case 'S':
+		case 'N': {
+			char *end;
+			unsigned long long v = strtoull(optarg, &end, 10);
+			if (*end || !v) {
+				fprintf(stderr, "ppl-replay: --%s needs a positive number, got \"%s\"\n",
+					c == 'S' ? "stop-lsn" : "new-log", optarg);
+				return 2;
+			}
+			if (c == 'S')
+				o.stop_lsn = v;
+			else
+				o.new_log_size = v;
 			break;
 		}
 		case 'n': o.dry_run = true; break;
@@ -221,6 +246,14 @@ int main(int argc, char **argv)
 	}
 	if (optind != argc - 1) {
 		usage(stderr);
+		return 2;
+	}
+	if (o.archive_dir && (!o.start_lsn || !o.stop_lsn || o.stop_lsn <= o.start_lsn)) {
+		fprintf(stderr, "ppl-replay: --archive needs --start-lsn (the base copy's) and a later --stop-lsn\n");
+		return 2;
+	}
+	if (!o.archive_dir && o.stop_lsn) {
+		fprintf(stderr, "ppl-replay: --stop-lsn goes with --archive\n");
 		return 2;
 	}
 	o.datadir = argv[optind];

@@ -714,8 +714,47 @@ static void test_records(void)
 	CHECK(ppl_rec_next(&it, &r) == -1);
 }
 
+/* The new log a clone starts on (ppl_mariadb_fresh_log): its header and
+ * checkpoint read back at the LSN asked for, and the record area holds
+ * exactly one mini-transaction there, a FILE_CHECKPOINT naming that LSN,
+ * then the log's end. */
+static void test_fresh_log(void)
+{
+	enum { SIZE = 1 << 20 };
+	static uint8_t file[SIZE];
+	const uint64_t lsn = 123456789;
+	size_t n = ppl_mariadb_fresh_log(file, sizeof file, lsn, "ppl clone");
+	CHECK(n > ppl_dialect_mariadb_10_8.area_start);
+	CHECK(ppl_mariadb_fresh_log(file, 100, lsn, "x") == 0);
+	struct seen s;
+	memset(&s, 0, sizeof s);
+	struct ppl_redo_sink sink = {.arg = &s, .on_mtr = on_mtr};
+	struct ppl_redo_reader *r = ppl_redo_reader_new(&ppl_dialect_mariadb_10_8, SIZE, PPL_REDO_FILE_IMAGE, &sink);
+	CHECK(ppl_redo_feed(r, 0, file, ppl_dialect_mariadb_10_8.area_start) == 0);
+	CHECK(ppl_redo_header(r) != NULL && ppl_redo_header(r)->first_lsn == lsn);
+	CHECK(strcmp(ppl_redo_header(r)->creator, "ppl clone") == 0);
+	CHECK(ppl_redo_checkpoint(r) != NULL && ppl_redo_checkpoint(r)->lsn == lsn &&
+	      ppl_redo_checkpoint(r)->end_lsn == lsn);
+	CHECK(ppl_redo_start_at(r, lsn) == 0);
+	size_t area = ppl_dialect_mariadb_10_8.area_start;
+	CHECK(ppl_redo_feed(r, area, file + area, SIZE - area) == 0);
+	CHECK(ppl_redo_finish(r) == 0);
+	CHECK_EQ_U(s.n, 1);
+	CHECK_EQ_U(s.start[0], lsn);
+	CHECK_EQ_U(ppl_redo_lsn(r), s.end[0]);
+	CHECK(ppl_redo_stall(r) == PPL_FRAME_END);
+	struct ppl_rec_iter it;
+	struct ppl_rec rec;
+	ppl_rec_iter_init(&it, file + area, s.end[0] - s.start[0] - 5, 16384);
+	CHECK(ppl_rec_next(&it, &rec) > 0);
+	CHECK(rec.kind == PPL_RK_CHECKPOINT && rec.checkpoint_lsn == lsn);
+	CHECK(ppl_rec_next(&it, &rec) == 0);
+	ppl_redo_reader_free(r);
+}
+
 int main(void)
 {
+	test_fresh_log();
 	test_whole_and_bytewise();
 	test_tail_rewrite();
 	test_file_then_live();

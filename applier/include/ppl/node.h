@@ -63,6 +63,11 @@ int ppl_node_log_open(struct ppl_node *n, uint64_t file_size);
 /* Bytes written to ib_logfile0 at off. 0, or -1 if the log is damaged
  * (ppl_node_error()); records before the damage stay indexed. */
 int ppl_node_log_write(struct ppl_node *n, uint64_t off, const void *buf, size_t len);
+/* One mini-transaction from elsewhere than a log file (the log archive,
+ * ppl/archive.h), in LSN order, for a node that reads no log (no
+ * ppl_node_log_open): indexed, or streamed, as a parsed one is; the
+ * parsed LSN becomes its end. 0, or -1 (ppl_node_error()). */
+int ppl_node_feed_mtr(struct ppl_node *n, const struct ppl_mtr *m);
 /* Bytes of the log file not known to be final, after ppl_node_log_live()
  * (ppl_redo_hold()). */
 int ppl_node_log_hold(struct ppl_node *n, uint64_t off, const void *buf, size_t len);

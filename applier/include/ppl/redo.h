@@ -63,6 +63,17 @@ struct ppl_redo_dialect {
 
 extern const struct ppl_redo_dialect ppl_dialect_mariadb_10_8;
 
+/* The first bytes of a new MariaDB 10.8+ log file whose checkpoint is
+ * lsn: a header whose first LSN is lsn, both checkpoint blocks at lsn,
+ * and at the start of the record area the FILE_CHECKPOINT
+ * mini-transaction recovery looks for there -- the log MariaDB writes
+ * when it makes a new one, and mariadb-backup --prepare leaves: MariaDB
+ * starts on it with nothing to recover. The caller writes them at offset
+ * 0 of a file of the log's size (the rest zeros). Returns the bytes
+ * written into buf, or 0 when len is too small or lsn below the record
+ * area. */
+size_t ppl_mariadb_fresh_log(uint8_t *buf, size_t len, uint64_t lsn, const char *creator);
+
 /* ---- The incremental reader ------------------------------------------ */
 
 struct ppl_mtr {

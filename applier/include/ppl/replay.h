@@ -28,6 +28,17 @@ struct ppl_replay_opts {
 	 * index, as the storage node does, and rebuild at the end. */
 	bool stream;
 	unsigned threads;         /* apply threads (index mode); 0 = 2 */
+	/* Mini-transactions from a log archive (ppl/archive.h) instead of a
+	 * log file: those ending after start_lsn (required: where the base
+	 * copy's redo begins) up to stop_lsn (required: a mini-transaction's
+	 * end, the point in time wanted) */
+	const char *archive_dir;
+	uint64_t stop_lsn;
+	/* After the apply: a new ib_logfile0 of this many bytes (at least
+	 * 1 MiB) whose checkpoint is the end LSN (ppl_mariadb_fresh_log), as
+	 * mariadb-backup --prepare leaves it, so that mariadbd starts on the
+	 * datadir with nothing to recover. 0: the log is left alone. */
+	uint64_t new_log_size;
 	uint32_t trace_space, trace_page;
 };
 
