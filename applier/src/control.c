@@ -27,7 +27,7 @@ struct ppl_control {
 
 static void serve(struct ppl_control *c, int cfd)
 {
-	char req[160];
+	char req[4200]; /* a verb and a path */
 	size_t got = 0;
 	struct pollfd p = { .fd = cfd, .events = POLLIN };
 	while (got < sizeof(req) - 1 && poll(&p, 1, CLIENT_TIMEOUT_MS) == 1) {

@@ -358,9 +358,12 @@ static int feed_archived(void *arg, const struct ppl_mtr *m, uint64_t wall_ns)
 static int parse_archive(struct ctx *c)
 {
 	const struct ppl_replay_opts *o = c->o;
-	if (o->start_lsn == 0 || o->stop_lsn <= o->start_lsn)
-		return fail(c, "replaying from the archive %s needs a start LSN (the base's) and a stop LSN after it",
-			    o->archive_dir);
+	if (o->start_lsn == 0 || o->stop_lsn < o->start_lsn)
+		return fail(c, "replaying from the archive %s needs a start LSN (the base's) and a stop LSN at or "
+			    "after it", o->archive_dir);
+	c->res->start_lsn = c->res->end_lsn = o->start_lsn;
+	if (o->stop_lsn == o->start_lsn)
+		return 0; /* the base is the database at that LSN */
 	char err[4400];
 	note(c, "archive %s: mini-transactions ending after LSN %llu up to LSN %llu", o->archive_dir,
 	     (unsigned long long)o->start_lsn, (unsigned long long)o->stop_lsn);

@@ -107,6 +107,7 @@ struct ppl_store *ppl_store_new(const char *datadir, const struct ppl_store_env 
 	pthread_mutex_init(&e->work_lock, NULL);
 	pthread_cond_init(&e->work_cond, NULL);
 	pthread_mutex_init(&e->archive_lock, NULL);
+	pthread_mutex_init(&e->backup_lock, NULL);
 	pthread_cond_init(&e->archive_cond, NULL);
 	return e;
 }
@@ -161,6 +162,7 @@ void ppl_store_free(struct ppl_store *e)
 	/* the endpoint, the service and the workers first: their threads
 	 * call into the node */
 	ppl_metrics_http_stop(e->metrics);
+	store_stop_backup(e); /* it reads through the store */
 	if (e->elision)
 		ppl_elision_server_stop(e->elision);
 	store_stop_workers(e);
@@ -183,6 +185,7 @@ void ppl_store_free(struct ppl_store *e)
 	pthread_mutex_destroy(&e->work_lock);
 	pthread_cond_destroy(&e->work_cond);
 	pthread_mutex_destroy(&e->archive_lock);
+	pthread_mutex_destroy(&e->backup_lock);
 	pthread_cond_destroy(&e->archive_cond);
 	free(e->elided);
 	free(e->missing);

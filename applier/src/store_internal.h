@@ -194,6 +194,11 @@ struct ppl_store {
 	bool archive_broken;           /* archiving stopped for good: why in archive_why (atomic) */
 	char archive_why[512];
 	uint64_t archive_flush_failures, archive_said_ns;
+	/* The base copy (store_backup.c): backup_lock is a leaf */
+	pthread_mutex_t backup_lock;
+	struct ppl_backup_status backup;
+	pthread_t backup_thread;
+	bool backup_thread_started, backup_stop;
 	/* MariaDB's log is durable in its file up to this LSN (a COMMIT or a
 	 * stable WRITE of it; what was in the file at start): atomic */
 	uint64_t log_durable_lsn;
@@ -442,6 +447,8 @@ void store_archive_ingest_started(struct ppl_store *e, uint64_t parsed);
  * makes them durable now, or stops (never holds the write). */
 void store_archive_before_overwrite(struct ppl_store *e, uint64_t over_lsn);
 void store_stop_archive(struct ppl_store *e);
+/* store_backup.c: a running base copy is stopped (it ends failed) */
+void store_stop_backup(struct ppl_store *e);
 void store_archive_figures(struct ppl_store *e, struct ppl_store_figures *f);
 /* store_wrap.c: the LSN a log write at file offset off ends at (0: not
  * known), and the log's capacity in *cap */

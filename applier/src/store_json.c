@@ -224,6 +224,27 @@ static json_object *page_json(struct ppl_store *e, uint32_t space, uint32_t page
 	return o;
 }
 
+static json_object *backup_json(struct ppl_store *e)
+{
+	static const char *const states[] = {"none", "running", "done", "failed"};
+	struct ppl_backup_status b;
+	ppl_store_backup_status(e, &b);
+	json_object *x = json_object_new_object();
+	json_object_object_add(x, "state", json_object_new_string(states[b.state]));
+	if (b.state == PPL_BACKUP_NONE)
+		return x;
+	json_object_object_add(x, "dest", json_object_new_string(b.dest));
+	put_u64(x, "start_lsn", b.start_lsn);
+	put_u64(x, "end_lsn", b.end_lsn);
+	put_u64(x, "files", b.files_done);
+	put_u64(x, "bytes", b.bytes_done);
+	put_u64(x, "started_ns", b.started_ns);
+	put_u64(x, "finished_ns", b.finished_ns);
+	if (b.state == PPL_BACKUP_FAILED)
+		json_object_object_add(x, "error", json_object_new_string(b.error));
+	return x;
+}
+
 char *ppl_store_json(struct ppl_store *e, const char *request)
 {
 	json_object *o;
@@ -239,6 +260,16 @@ char *ppl_store_json(struct ppl_store *e, const char *request)
 		o = json_object_new_object();
 		int rc = ppl_store_forget_space(e, space, msg, sizeof(msg));
 		json_object_object_add(o, rc == 0 ? "forgotten" : "error", json_object_new_string(msg));
+	} else if (strcmp(request, "backup") == 0 || strncmp(request, "backup ", 7) == 0) {
+		char msg[4400];
+		o = json_object_new_object();
+		if (request[6] == ' ' && ppl_store_backup_start(e, request + 7, msg, sizeof msg) != 0) {
+			json_object_object_add(o, "error", json_object_new_string(msg));
+		} else {
+			if (request[6] == ' ')
+				json_object_object_add(o, "started", json_object_new_string(msg));
+			json_object_object_add(o, "backup", backup_json(e));
+		}
 	} else if (strncmp(request, "crash-at ", 9) == 0) {
 		char msg[256];
 		o = json_object_new_object();
@@ -264,7 +295,8 @@ char *ppl_store_json(struct ppl_store *e, const char *request)
 		o = json_object_new_object();
 		json_object_object_add(o, "error", json_object_new_string("unknown request: ask \"stats\", "
 									   "\"page SPACE:PAGE\", "
-									   "\"forget-space SPACE\" or "
+									   "\"forget-space SPACE\", "
+									   "\"backup [DEST]\" or "
 									   "\"metrics\""));
 	}
 	char *out = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));

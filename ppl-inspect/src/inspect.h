@@ -16,6 +16,9 @@ int catcher_metrics_main(int argc, char **argv, void (*usage)(FILE *));
  * file; create-pool's argv[2] the Pool_Path of one of its PPL exports. */
 int config_main(int argc, char **argv, void (*usage)(FILE *));
 
+/* --base DIR [--archive DIR] --at LSN|TIME DEST */
+int clone_main(int argc, char **argv, void (*usage)(FILE *));
+
 /* argv[0] is an archive directory (Archive_Path); then --json or not. */
 int archive_main(int argc, char **argv, void (*usage)(FILE *));
 

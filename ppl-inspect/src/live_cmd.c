@@ -72,13 +72,63 @@ static char *ask(const char *path, const char *request)
 	return buf;
 }
 
+/* A base copy: started (dest), or its state; with wait, a progress line
+ * each second on stderr until it ends. 0 done (or started / running
+ * without wait), 1 failed, 2 the node cannot be asked or refused. */
+static int backup_cmd(const char *path, const char *dest, bool wait, bool json)
+{
+	char request[4200];
+	snprintf(request, sizeof request, dest ? "backup %s" : "backup", dest);
+	for (;;) {
+		char *reply = ask(path, request);
+		if (reply == NULL)
+			return 2;
+		json_object *o = json_tokener_parse(reply), *err, *b, *st;
+		if (o == NULL) {
+			fprintf(stderr, "ppl-inspect: %s answered something that is not JSON\n", path);
+			free(reply);
+			return 2;
+		}
+		if (json_object_object_get_ex(o, "error", &err)) {
+			fprintf(stderr, "ppl-inspect: %s\n", json_object_get_string(err));
+			json_object_put(o);
+			free(reply);
+			return 2;
+		}
+		const char *state = json_object_object_get_ex(o, "backup", &b) &&
+					    json_object_object_get_ex(b, "state", &st) ? json_object_get_string(st) : "?";
+		bool end = strcmp(state, "running") != 0;
+		if (!wait || end) {
+			if (json)
+				printf("%s\n", reply);
+			else
+				printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
+										 JSON_C_TO_STRING_SPACED));
+		} else {
+			json_object *bytes, *files;
+			json_object_object_get_ex(b, "bytes", &bytes);
+			json_object_object_get_ex(b, "files", &files);
+			fprintf(stderr, "base copy: %.1f MB, %lld file(s) so far\n",
+				(double)json_object_get_int64(bytes) / 1e6, (long long)json_object_get_int64(files));
+		}
+		json_object_put(o);
+		free(reply);
+		if (!wait || end)
+			return strcmp(state, "failed") == 0 ? 1 : 0;
+		snprintf(request, sizeof request, "backup");
+		sleep(1);
+	}
+}
+
 int live_main(int argc, char **argv, void (*usage)(FILE *))
 {
 	const char *pool = NULL, *what = NULL, *page = NULL;
-	int json = 0;
+	int json = 0, wait = 0;
 	for (int i = 0; i < argc; i++) {
 		if (strcmp(argv[i], "--json") == 0)
 			json = 1;
+		else if (strcmp(argv[i], "--wait") == 0)
+			wait = 1;
 		else if (pool == NULL)
 			pool = argv[i];
 		else if (what == NULL)
@@ -89,6 +139,15 @@ int live_main(int argc, char **argv, void (*usage)(FILE *))
 			usage(stderr);
 			return 2;
 		}
+	}
+	if (pool && what && strcmp(what, "backup") == 0) {
+		char path[4096];
+		snprintf(path, sizeof(path), "%s.ctl", pool);
+		return backup_cmd(path, page, wait, json);
+	}
+	if (wait) {
+		usage(stderr);
+		return 2;
 	}
 	bool takes_arg = what && (strcmp(what, "page") == 0 || strcmp(what, "forget-space") == 0 ||
 				  strcmp(what, "crash-at") == 0);

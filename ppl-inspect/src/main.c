@@ -3,6 +3,7 @@
  *   live             a running export's figures and pending records, as
  *                    JSON, or its metrics as OpenMetrics text
  *   archive          a log archive's window, every record checked
+ *   clone            a datadir at an LSN or a time, from a base and the archive
  *   catcher-metrics  libcatcher's stats file as OpenMetrics text
  *   config           a storage node's ganesha.conf: would its PPL exports
  *                    come up (systemd's ExecStartPre), and their pools */
@@ -23,9 +24,11 @@ static void usage(FILE *f)
 		"       ppl-inspect live POOL_PATH page SPACE:PAGE [--json]\n"
 		"       ppl-inspect live POOL_PATH forget-space SPACE [--json]\n"
 		"       ppl-inspect live POOL_PATH metrics\n"
+		"       ppl-inspect live POOL_PATH backup [DEST] [--wait] [--json]\n"
 		"       ppl-inspect live POOL_PATH crash-at POINT:N [--json]\n"
 		"       ppl-inspect live POOL_PATH fault [OP:FILES:EFFECT[:COUNT] | clear] [--json]\n"
 		"       ppl-inspect archive DIR [--json]\n"
+		"       ppl-inspect clone --base BASE --at LSN|TIME [--archive DIR] DEST\n"
 		"       ppl-inspect catcher-metrics STATS_FILE\n"
 		"       ppl-inspect config check GANESHA_CONF\n"
 		"       ppl-inspect config create-pool GANESHA_CONF POOL_PATH\n"
@@ -44,9 +47,18 @@ static void usage(FILE *f)
 		"fault makes the same test build's disk fail (ppl/fault.h): OP write|sync|read|any,\n"
 		"FILES log|data|any, EFFECT EIO|ENOSPC|<N>ms, COUNT calls (default: until clear);\n"
 		"without a spec it says what is armed and how many calls it has hit.\n"
+		"live ... backup DEST has the storage node copy the datadir into DEST (a new\n"
+		"directory outside the export) on a thread of its own, each page as it serves it,\n"
+		"and write DEST/ppl-base.json with the LSNs a clone can start from; it needs the\n"
+		"export's log archive. Without DEST it says how the last copy went; --wait prints\n"
+		"progress each second until the copy ends (exit 1 if it failed).\n"
 		"archive reads the log archive in DIR (an export's Archive_Path), checking every\n"
 		"record and the chain of LSNs, and says what it holds: its LSN window, the times its\n"
 		"first and last mini-transactions were accepted, its segments and size.\n"
+		"clone makes DEST (new) a datadir at LSN, or at TIME (UTC, 2026-11-28T10:42:00Z: the last\n"
+		"mini-transaction the storage node had accepted then), from the base copy BASE and the\n"
+		"archive after it (default: the archive BASE names); mariadbd starts on it as on a\n"
+		"prepared backup. A target outside the window is refused with the window.\n"
 		"config check reads every EXPORT with FSAL PPL in GANESHA_CONF (%%include followed)\n"
 		"and says whether FSAL_PPL would refuse it: its parameters, and its pool opened\n"
 		"read-only with the export's Path as identity, Block_Size, Max_Per_Page and\n"
@@ -69,6 +81,8 @@ int main(int argc, char **argv)
 		return live_main(argc - 2, argv + 2, usage);
 	if (argc >= 3 && strcmp(argv[1], "config") == 0)
 		return config_main(argc - 2, argv + 2, usage);
+	if (argc >= 3 && strcmp(argv[1], "clone") == 0)
+		return clone_main(argc - 2, argv + 2, usage);
 	if (argc >= 3 && strcmp(argv[1], "archive") == 0)
 		return archive_main(argc - 2, argv + 2, usage);
 	if (argc >= 2 && strcmp(argv[1], "catcher-metrics") == 0)

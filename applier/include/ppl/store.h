@@ -298,6 +298,24 @@ char *ppl_store_metrics(struct ppl_store *e);
  * -1 with a message (the directory is inside the export, or the archive
  * in it is damaged): the export must not start. */
 int ppl_store_start_archive(struct ppl_store *e, const struct ppl_config *c, char *err, size_t errlen);
+/* A base copy (store_backup.c says what it holds and why it is right):
+ * every file of the datadir copied into dest (a new directory outside
+ * the export, its parent existing) on a thread of the store's own, page
+ * files through the store's read path, then dest/ppl-base.json with the
+ * copy's start and end LSNs. Needs the log archive. 0 with what started
+ * in msg, or -1 with why not (nothing started). */
+enum ppl_backup_state { PPL_BACKUP_NONE, PPL_BACKUP_RUNNING, PPL_BACKUP_DONE, PPL_BACKUP_FAILED };
+struct ppl_backup_status {
+	enum ppl_backup_state state;
+	char dest[4096];
+	uint64_t start_lsn, end_lsn, started_ns, finished_ns; /* wall clock */
+	uint64_t files_done, bytes_done;
+	char error[512];
+};
+int ppl_store_backup_start(struct ppl_store *e, const char *dest, char *msg, size_t len);
+/* The last (or running) copy's progress. */
+void ppl_store_backup_status(struct ppl_store *e, struct ppl_backup_status *out);
+
 /* MariaDB's log file is being made durable (a COMMIT of it): the mark
  * taken before the host's sync, then, once the sync succeeded, the
  * synced call says the log is durable up to the mark. A stable WRITE of
