@@ -21,7 +21,9 @@
  *     that range, archiving stops the same way. A hole is never bridged.
  *   - A damaged archive refuses the export at start: the operator decides
  *     (ppl_archive_open's message names the file). */
+#include <dirent.h>
 #include <errno.h>
+#include <ftw.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -35,6 +37,7 @@
 #include <urcu-bp.h>
 
 #include "ppl/archive.h"
+#include "ppl/bases.h"
 #include "ppl/node.h"
 #include "ppl/redo.h"
 #include "ppl/store.h"
@@ -135,6 +138,97 @@ static int flush_once(struct ppl_store *e)
 	return -1;
 }
 
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The scheduled copies in Base_Path beyond the newest Base_Keep go (only
+ * base-* directories holding a finished copy: nothing else there is
+ * touched). */
+static void prune_bases(struct ppl_store *e)
+{
+	DIR *d = opendir(e->base_path);
+	if (d == NULL)
+		return;
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		char manifest[PATH_MAX];
+		if (strncmp(de->d_name, "base-", 5) != 0 ||
+		    snprintf(manifest, sizeof manifest, "%s/%s/ppl-base.json", e->base_path, de->d_name) >=
+			    (int)sizeof manifest ||
+		    access(manifest, F_OK) != 0)
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 16;
+			char **m = realloc(names, cap * sizeof *m);
+			if (m == NULL)
+				break;
+			names = m;
+		}
+		if ((names[n] = strdup(de->d_name)) != NULL)
+			n++;
+	}
+	closedir(d);
+	if (n)
+		qsort(names, n, sizeof *names, cmp_name);
+	for (size_t i = 0; i + e->base_keep < n; i++) {
+		char path[PATH_MAX];
+		snprintf(path, sizeof path, "%s/%s", e->base_path, names[i]);
+		if (nftw(path, rm_entry, 8, FTW_DEPTH | FTW_PHYS) == 0)
+			SLOG(e, PPL_LOG_EVENT, "PPL: %s: base copy %s removed (Base_Keep = %u newer ones kept)", e->datadir,
+				 path, e->base_keep);
+		else
+			SLOG(e, PPL_LOG_WARN, "PPL: %s: old base copy %s cannot be removed: %s", e->datadir, path,
+				 strerror(errno));
+	}
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+/* Base_Interval: a copy into Base_Path when the last one is that old
+ * (at once when there is none), and the old ones pruned after it. */
+static void schedule_base(struct ppl_store *e)
+{
+	struct ppl_backup_status b;
+	ppl_store_backup_status(e, &b);
+	if (e->base_running) {
+		if (b.state == PPL_BACKUP_RUNNING)
+			return;
+		e->base_running = false;
+		if (b.state == PPL_BACKUP_DONE) {
+			e->base_last_ns = b.finished_ns;
+			prune_bases(e);
+		}
+		return;
+	}
+	uint64_t now = wall_ns();
+	if (b.state == PPL_BACKUP_RUNNING || now < e->base_last_ns + e->base_interval_ns ||
+	    now < e->base_tried_ns + 2000000000ull)
+		return;
+	e->base_tried_ns = now;
+	char dest[PATH_MAX], msg[PATH_MAX + 300];
+	time_t s = (time_t)(now / 1000000000ull);
+	struct tm tm;
+	gmtime_r(&s, &tm);
+	size_t k = (size_t)snprintf(dest, sizeof dest, "%s/base-", e->base_path);
+	strftime(dest + k, sizeof dest - k, "%Y%m%dT%H%M%SZ", &tm);
+	if (ppl_store_backup_start(e, dest, msg, sizeof msg) == 0)
+		e->base_running = true;
+	else
+		SLOG(e, PPL_LOG_DEBUG, "PPL: %s: scheduled base copy not started yet: %s", e->datadir, msg);
+}
+
 static void *archive_main(void *arg)
 {
 	struct ppl_store *e = arg;
@@ -156,11 +250,14 @@ static void *archive_main(void *arg)
 		pthread_mutex_unlock(&e->archive_lock);
 		if (!broken(e))
 			flush_once(e);
+		if (e->base_path && e->base_interval_ns && !broken(e))
+			schedule_base(e);
 		if (store_now_ns(e) - pruned_ns >= PRUNE_EVERY_NS) {
 			char err[PATH_MAX + 200];
 			pruned_ns = store_now_ns(e);
-			/* no base copy pins anything yet: retention alone */
-			int n = ppl_archive_prune(e->archive, UINT64_MAX, wall_ns(), err, sizeof err);
+			/* what the newest base needs stays (none yet: retention alone) */
+			uint64_t floor = __atomic_load_n(&e->base_floor, __ATOMIC_RELAXED);
+			int n = ppl_archive_prune(e->archive, floor ? floor : UINT64_MAX, wall_ns(), err, sizeof err);
 			if (n < 0)
 				SLOG(e, PPL_LOG_WARN, "PPL: %s: log archive retention: %s", e->datadir, err);
 			else if (n > 0)
@@ -200,6 +297,34 @@ int ppl_store_start_archive(struct ppl_store *e, const struct ppl_config *c, cha
 		return -1;
 	}
 	snprintf(e->archive_dir, sizeof e->archive_dir, "%s", real);
+	struct ppl_base_info *bases;
+	size_t nb;
+	if (ppl_bases_list(real, &bases, &nb, why, sizeof why) != 0) {
+		ppl_archive_close(e->archive);
+		e->archive = NULL;
+		snprintf(err, errlen, "log archive: %s", why);
+		return -1;
+	}
+	for (size_t i = 0; i < nb; i++) {
+		store_archive_base_done(e, bases[i].start_lsn);
+		if (bases[i].finished_ns > e->base_last_ns)
+			e->base_last_ns = bases[i].finished_ns;
+	}
+	free(bases);
+	if (c->base_path && c->base_path[0] && c->base_interval) {
+		char bp[PATH_MAX];
+		if (realpath(c->base_path, bp) == NULL || (el && strncmp(bp, exp, el) == 0 &&
+							   (bp[el] == '/' || bp[el] == '\0'))) {
+			ppl_archive_close(e->archive);
+			e->archive = NULL;
+			snprintf(err, errlen, "Base_Path \"%s\" is inside the export %s (or cannot be resolved): put it "
+				 "outside", c->base_path, e->exportdir);
+			return -1;
+		}
+		e->base_path = strdup(bp);
+		e->base_interval_ns = (uint64_t)c->base_interval * 1000000000ull;
+		e->base_keep = c->base_keep ? c->base_keep : PPL_DEFAULT_BASE_KEEP;
+	}
 	int rc = pthread_create(&e->archive_thread, NULL, archive_main, e);
 	if (rc != 0) {
 		ppl_archive_close(e->archive);
@@ -218,6 +343,16 @@ int ppl_store_start_archive(struct ppl_store *e, const struct ppl_config *c, cha
 		SLOG(e, PPL_LOG_EVENT, "PPL: %s: log archive %s is empty; it begins with the first mini-transaction "
 			 "parsed", e->datadir, real);
 	return 0;
+}
+
+void store_archive_base_done(struct ppl_store *e, uint64_t start_lsn)
+{
+	/* the newest base's start: bases are made one after the other, each
+	 * from a later checkpoint */
+	uint64_t was = __atomic_load_n(&e->base_floor, __ATOMIC_RELAXED);
+	while (was < start_lsn && !__atomic_compare_exchange_n(&e->base_floor, &was, start_lsn, false,
+							       __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
 }
 
 void store_stop_archive(struct ppl_store *e)
@@ -243,6 +378,8 @@ void store_stop_archive(struct ppl_store *e)
 	struct ppl_archive *a = e->archive;
 	e->archive = NULL;
 	ppl_archive_close(a);
+	free(e->base_path);
+	e->base_path = NULL;
 }
 
 void store_archive_before_overwrite(struct ppl_store *e, uint64_t over_lsn)

@@ -35,6 +35,7 @@
 #include <urcu-bp.h>
 
 #include "ppl/archive.h"
+#include "ppl/bases.h"
 #include "ppl/fileclass.h"
 #include "ppl/node.h"
 #include "ppl/redo.h"
@@ -210,27 +211,29 @@ static int copy_tree(struct ppl_store *e, const char *from, const char *to, int 
 	return rc ? -1 : 0;
 }
 
-static int write_manifest(struct ppl_store *e, const char *dest)
+/* The manifest, then the archive's registry (its retention now keeps
+ * what this base needs). */
+static int finish(struct ppl_store *e, const char *dest)
 {
-	char path[PATH_MAX + 32], tmp[PATH_MAX + 40];
-	snprintf(path, sizeof path, "%s/ppl-base.json", dest);
-	snprintf(tmp, sizeof tmp, "%s.tmp", path);
-	FILE *f = fopen(tmp, "w");
-	if (f == NULL)
-		return -1;
 	pthread_mutex_lock(&e->backup_lock);
-	struct ppl_backup_status b = e->backup;
+	struct ppl_backup_status s = e->backup;
 	pthread_mutex_unlock(&e->backup_lock);
-	fprintf(f, "{\"format\": 1, \"start_lsn\": %" PRIu64 ", \"end_lsn\": %" PRIu64 ", \"started_ns\": %" PRIu64
-		", \"finished_ns\": %" PRIu64 ", \"log_file_size\": %" PRIu64 ", \"page_size\": %zu, \"files\": %" PRIu64
-		", \"bytes\": %" PRIu64 ", \"archive\": \"%s\"}\n", b.start_lsn, b.end_lsn, b.started_ns, b.finished_ns,
-		e->log_size, e->page_size, b.files_done, b.bytes_done, e->archive_dir);
-	int rc = fflush(f) == 0 && fsync(fileno(f)) == 0 ? 0 : -1;
-	if (fclose(f) != 0)
-		rc = -1;
-	if (rc == 0)
-		rc = rename(tmp, path);
-	return rc;
+	struct ppl_base_info b = {.start_lsn = s.start_lsn, .end_lsn = s.end_lsn, .started_ns = s.started_ns,
+				  .finished_ns = s.finished_ns, .log_file_size = e->log_size, .page_size = e->page_size,
+				  .files = s.files_done, .bytes = s.bytes_done};
+	snprintf(b.dir, sizeof b.dir, "%s", dest);
+	snprintf(b.archive, sizeof b.archive, "%s", e->archive_dir);
+	if (ppl_base_write(dest, &b) != 0) {
+		set_state(e, PPL_BACKUP_FAILED, "%s/ppl-base.json cannot be written: %s", dest, strerror(errno));
+		return -1;
+	}
+	char err[4400];
+	if (ppl_bases_add(e->archive_dir, &b, err, sizeof err) != 0) {
+		set_state(e, PPL_BACKUP_FAILED, "%s", err);
+		return -1;
+	}
+	store_archive_base_done(e, b.start_lsn);
+	return 0;
 }
 
 static void *backup_main(void *arg)
@@ -253,9 +256,7 @@ static void *backup_main(void *arg)
 		e->backup.end_lsn = end;
 		e->backup.finished_ns = wall_ns();
 		pthread_mutex_unlock(&e->backup_lock);
-		if (write_manifest(e, dest) != 0)
-			set_state(e, PPL_BACKUP_FAILED, "%s/ppl-base.json cannot be written: %s", dest, strerror(errno));
-		else
+		if (finish(e, dest) == 0)
 			set_state(e, PPL_BACKUP_DONE, NULL);
 	}
 	pthread_mutex_lock(&e->backup_lock);
@@ -316,18 +317,38 @@ int ppl_store_backup_start(struct ppl_store *e, const char *dest, char *msg, siz
 			 "start the copy once MariaDB's checkpoint has passed the archive's start", af.first_lsn, start);
 		return -1;
 	}
+	/* one start at a time (the live socket's, the schedule's): the
+	 * last copy's thread is joined outside backup_lock, which it takes
+	 * on its way out */
+	pthread_mutex_lock(&e->backup_start_lock);
 	pthread_mutex_lock(&e->backup_lock);
-	if (e->backup.state == PPL_BACKUP_RUNNING) {
-		pthread_mutex_unlock(&e->backup_lock);
-		snprintf(msg, len, "a base copy into %s is running", e->backup.dest);
+	bool stopping = __atomic_load_n(&e->backup_stop, __ATOMIC_RELAXED);
+	bool running = e->backup.state == PPL_BACKUP_RUNNING, join = !running && e->backup_thread_started;
+	char was[sizeof e->backup.dest];
+	snprintf(was, sizeof was, "%s", e->backup.dest);
+	if (join)
+		e->backup_thread_started = false;
+	pthread_mutex_unlock(&e->backup_lock);
+	if (join)
+		pthread_join(e->backup_thread, NULL);
+	if (stopping || running) {
+		pthread_mutex_unlock(&e->backup_start_lock);
+		if (stopping)
+			snprintf(msg, len, "the export is shutting down");
+		else
+			snprintf(msg, len, "a base copy into %s is running", was);
 		return -1;
 	}
-	if (e->backup_thread_started) {
-		pthread_join(e->backup_thread, NULL);
-		e->backup_thread_started = false;
+	pthread_mutex_lock(&e->backup_lock);
+	if (__atomic_load_n(&e->backup_stop, __ATOMIC_RELAXED)) { /* store_stop_backup came meanwhile */
+		pthread_mutex_unlock(&e->backup_lock);
+		pthread_mutex_unlock(&e->backup_start_lock);
+		snprintf(msg, len, "the export is shutting down");
+		return -1;
 	}
 	if (mkdir(dest, 0750) != 0) {
 		pthread_mutex_unlock(&e->backup_lock);
+		pthread_mutex_unlock(&e->backup_start_lock);
 		snprintf(msg, len, "%s cannot be made: %s (it must not exist)", dest, strerror(errno));
 		return -1;
 	}
@@ -342,6 +363,7 @@ int ppl_store_backup_start(struct ppl_store *e, const char *dest, char *msg, siz
 	else
 		e->backup.state = PPL_BACKUP_FAILED;
 	pthread_mutex_unlock(&e->backup_lock);
+	pthread_mutex_unlock(&e->backup_start_lock);
 	if (rc != 0) {
 		snprintf(msg, len, "the copy's thread cannot start: %s", strerror(rc));
 		return -1;
@@ -359,8 +381,11 @@ void ppl_store_backup_status(struct ppl_store *e, struct ppl_backup_status *out)
 
 void store_stop_backup(struct ppl_store *e)
 {
+	pthread_mutex_lock(&e->backup_lock);
 	__atomic_store_n(&e->backup_stop, true, __ATOMIC_RELAXED);
-	if (e->backup_thread_started)
-		pthread_join(e->backup_thread, NULL);
+	bool started = e->backup_thread_started;
 	e->backup_thread_started = false;
+	pthread_mutex_unlock(&e->backup_lock);
+	if (started)
+		pthread_join(e->backup_thread, NULL);
 }

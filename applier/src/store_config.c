@@ -95,8 +95,26 @@ static int check_clients(const char *list, char *err, size_t errlen)
 static int check_archive(const struct ppl_config *c, char *err, size_t errlen)
 {
 	struct stat st;
-	if (c->archive_path == NULL || c->archive_path[0] == '\0')
+	bool bases = c->base_path && c->base_path[0];
+	if (c->archive_path == NULL || c->archive_path[0] == '\0') {
+		if (bases || c->base_interval)
+			return fail(err, errlen, "Base_Path and Base_Interval need the log archive: set Archive_Path too "
+				    "(a base copy without the archive after it gives no database)");
 		return 0;
+	}
+	if (c->base_interval && !bases)
+		return fail(err, errlen, "Base_Interval = %u needs Base_Path: the directory the copies go into",
+			    c->base_interval);
+	if (bases && c->base_path[0] != '/')
+		return fail(err, errlen, "Base_Path \"%s\" is relative: give an absolute path", c->base_path);
+	if (bases && (stat(c->base_path, &st) != 0 || !S_ISDIR(st.st_mode)))
+		return fail(err, errlen, "Base_Path \"%s\" is not an existing directory: create it (outside the "
+			    "export) or fix the path", c->base_path);
+	if (c->base_interval && c->base_interval < PPL_MIN_BASE_INTERVAL)
+		return fail(err, errlen, "Base_Interval = %u: at least %u seconds (a copy reads the whole datadir), "
+			    "or 0 for no schedule", c->base_interval, PPL_MIN_BASE_INTERVAL);
+	if (c->base_keep < 1 || c->base_keep > PPL_MAX_BASE_KEEP)
+		return fail(err, errlen, "Base_Keep = %u: from 1 to %u", c->base_keep, PPL_MAX_BASE_KEEP);
 	if (c->archive_path[0] != '/')
 		return fail(err, errlen, "Archive_Path \"%s\" is relative: give an absolute path", c->archive_path);
 	if (stat(c->archive_path, &st) != 0 || !S_ISDIR(st.st_mode))
@@ -225,9 +243,10 @@ int ppl_config_format(const struct ppl_config *c, char *buf, size_t len)
 		snprintf(size, sizeof(size), "%llu", (unsigned long long)c->pool_size);
 	char archive[PATH_MAX + 128] = "off";
 	if (c->archive_path && c->archive_path[0])
-		snprintf(archive, sizeof(archive), "%s (segments %llu B, keep %llu B, %u s)", c->archive_path,
-			 (unsigned long long)c->archive_segment_size, (unsigned long long)c->archive_retention_size,
-			 c->archive_retention_age);
+		snprintf(archive, sizeof(archive), "%s (segments %llu B, keep %llu B, %u s; bases %s every %u s, keep %u)",
+			 c->archive_path, (unsigned long long)c->archive_segment_size,
+			 (unsigned long long)c->archive_retention_size, c->archive_retention_age,
+			 c->base_path && c->base_path[0] ? c->base_path : "(none)", c->base_interval, c->base_keep);
 	return snprintf(buf, len,
 			"Pool_Path=%s Pool_Size=%s Block_Size=%u Max_Per_Page=%u Apply_Threads=%u "
 			"Page_Cache_Size=%llu Elision=%s Elision_Clients=%s Elision_Token=%s Verify=%s "
@@ -246,5 +265,6 @@ void ppl_config_free(struct ppl_config *c)
 	free(c->elision_token);
 	free(c->metrics_address);
 	free(c->archive_path);
+	free(c->base_path);
 	memset(c, 0, sizeof(*c));
 }

@@ -194,8 +194,15 @@ struct ppl_store {
 	bool archive_broken;           /* archiving stopped for good: why in archive_why (atomic) */
 	char archive_why[512];
 	uint64_t archive_flush_failures, archive_said_ns;
+	uint64_t base_floor;           /* the newest base's start LSN: retention keeps the archive from here (atomic) */
+	/* scheduled base copies (Base_Path, Base_Interval, Base_Keep): the
+	 * archive thread's own */
+	char *base_path;
+	uint64_t base_interval_ns, base_last_ns, base_tried_ns;
+	unsigned base_keep;
+	bool base_running;
 	/* The base copy (store_backup.c): backup_lock is a leaf */
-	pthread_mutex_t backup_lock;
+	pthread_mutex_t backup_lock, backup_start_lock;
 	struct ppl_backup_status backup;
 	pthread_t backup_thread;
 	bool backup_thread_started, backup_stop;
@@ -447,6 +454,8 @@ void store_archive_ingest_started(struct ppl_store *e, uint64_t parsed);
  * makes them durable now, or stops (never holds the write). */
 void store_archive_before_overwrite(struct ppl_store *e, uint64_t over_lsn);
 void store_stop_archive(struct ppl_store *e);
+/* A base copy from start_lsn finished (or was found registered). */
+void store_archive_base_done(struct ppl_store *e, uint64_t start_lsn);
 /* store_backup.c: a running base copy is stopped (it ends failed) */
 void store_stop_backup(struct ppl_store *e);
 void store_archive_figures(struct ppl_store *e, struct ppl_store_figures *f);

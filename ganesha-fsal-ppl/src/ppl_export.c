@@ -245,6 +245,9 @@ static struct config_item ppl_params[] = {
 	CONF_ITEM_UI64("Archive_Retention_Size", 0, UINT64_MAX, 0, ppl_args, cfg.archive_retention_size),
 	CONF_ITEM_UI32("Archive_Retention_Age", 0, UINT32_MAX, PPL_DEFAULT_ARCHIVE_RETENTION_AGE, ppl_args,
 		       cfg.archive_retention_age),
+	CONF_ITEM_STR("Base_Path", 0, 4095, NULL, ppl_args, cfg.base_path),
+	CONF_ITEM_UI32("Base_Interval", 0, UINT32_MAX, 0, ppl_args, cfg.base_interval),
+	CONF_ITEM_UI32("Base_Keep", 0, UINT32_MAX, PPL_DEFAULT_BASE_KEEP, ppl_args, cfg.base_keep),
 	CONF_RELAX_BLOCK("FSAL", sub_fsal_params, noop_conf_init, subfsal_commit, ppl_args, subfsal),
 	CONFIG_EOL
 };

@@ -24,44 +24,10 @@
 
 #include "inspect.h"
 #include "ppl/archive.h"
+#include "ppl/bases.h"
 #include "ppl/replay.h"
 
 #define DEFAULT_LOG_SIZE (96ull << 20) /* MariaDB's innodb_log_file_size default */
-
-struct base {
-	uint64_t start_lsn, end_lsn, log_size, files, bytes;
-	char archive[PATH_MAX];
-};
-
-static int read_base(const char *dir, struct base *b)
-{
-	char path[PATH_MAX + 32];
-	snprintf(path, sizeof path, "%s/ppl-base.json", dir);
-	json_object *o = json_object_from_file(path), *v;
-	if (o == NULL) {
-		fprintf(stderr, "ppl-inspect clone: %s cannot be read: %s is not a finished base copy\n", path, dir);
-		return -1;
-	}
-	memset(b, 0, sizeof *b);
-	if (json_object_object_get_ex(o, "start_lsn", &v))
-		b->start_lsn = (uint64_t)json_object_get_int64(v);
-	if (json_object_object_get_ex(o, "end_lsn", &v))
-		b->end_lsn = (uint64_t)json_object_get_int64(v);
-	if (json_object_object_get_ex(o, "log_file_size", &v))
-		b->log_size = (uint64_t)json_object_get_int64(v);
-	if (json_object_object_get_ex(o, "files", &v))
-		b->files = (uint64_t)json_object_get_int64(v);
-	if (json_object_object_get_ex(o, "bytes", &v))
-		b->bytes = (uint64_t)json_object_get_int64(v);
-	if (json_object_object_get_ex(o, "archive", &v))
-		snprintf(b->archive, sizeof b->archive, "%s", json_object_get_string(v));
-	json_object_put(o);
-	if (b->start_lsn == 0 || b->end_lsn < b->start_lsn) {
-		fprintf(stderr, "ppl-inspect clone: %s does not give the base's LSNs\n", path);
-		return -1;
-	}
-	return 0;
-}
 
 /* "2026-11-28T10:42:00[.123]Z" (UTC) to ns since the epoch; false when it
  * is not that. */
@@ -169,16 +135,19 @@ int clone_main(int argc, char **argv, void (*usage)(FILE *))
 			return 2;
 		}
 	}
-	if (base_dir == NULL || at == NULL || dest == NULL) {
+	if (at == NULL || dest == NULL || (base_dir == NULL && archive == NULL)) {
 		usage(stderr);
 		return 2;
 	}
-	struct base b;
-	if (read_base(base_dir, &b) != 0)
+	char err[4400], t1[40], t2[40];
+	struct ppl_base_info b;
+	memset(&b, 0, sizeof b);
+	if (base_dir && ppl_base_read(base_dir, &b, err, sizeof err) != 0) {
+		fprintf(stderr, "ppl-inspect clone: %s\n", err);
 		return 2;
+	}
 	if (archive == NULL)
 		archive = b.archive;
-	char err[4400], t1[40], t2[40];
 	struct ppl_archive_window w;
 	fprintf(stderr, "clone: reading the archive %s\n", archive);
 	if (ppl_archive_window(archive, &w, err, sizeof err) != 0) {
@@ -202,6 +171,30 @@ int clone_main(int argc, char **argv, void (*usage)(FILE *))
 			at);
 		return 2;
 	}
+	if (base_dir == NULL) {
+		/* the newest base registered for this archive that ends at or
+		 * before the target */
+		struct ppl_base_info *all;
+		size_t n;
+		if (ppl_bases_list(archive, &all, &n, err, sizeof err) != 0) {
+			fprintf(stderr, "ppl-inspect clone: %s\n", err);
+			return 1;
+		}
+		for (size_t i = 0; i < n; i++)
+			if (all[i].end_lsn <= target && all[i].start_lsn >= w.first_lsn &&
+			    (base_dir == NULL || all[i].end_lsn > b.end_lsn)) {
+				b = all[i];
+				base_dir = b.dir;
+			}
+		free(all);
+		if (base_dir == NULL) {
+			fprintf(stderr, "ppl-inspect clone: no base copy registered in %s ends at or before LSN %" PRIu64
+				" (%s) and is still covered by the archive (LSN %" PRIu64 " to %" PRIu64 "): make one with "
+				"`ppl-inspect live POOL backup DEST`\n", archive, target, at, w.first_lsn, w.end_lsn);
+			return 1;
+		}
+		fprintf(stderr, "clone: the newest base before the target is %s\n", base_dir);
+	}
 	if (target < b.end_lsn || target > w.end_lsn || b.start_lsn < w.first_lsn) {
 		fprintf(stderr, "ppl-inspect clone: %s (LSN %" PRIu64 ") is outside what this base and archive give: "
 			"from LSN %" PRIu64 " (the base %s finished) to LSN %" PRIu64 " (the archive's end, %s); the "
@@ -221,7 +214,7 @@ int clone_main(int argc, char **argv, void (*usage)(FILE *))
 	if (copy_base(base_dir, dest, 0, &files) != 0)
 		return 1;
 	struct ppl_replay_opts o = {.datadir = dest, .archive_dir = archive, .start_lsn = b.start_lsn,
-				    .stop_lsn = target, .new_log_size = b.log_size ? b.log_size : DEFAULT_LOG_SIZE};
+				    .stop_lsn = target, .new_log_size = b.log_file_size ? b.log_file_size : DEFAULT_LOG_SIZE};
 	struct ppl_replay_result r;
 	fprintf(stderr, "clone: applying the archive from LSN %" PRIu64 " to %" PRIu64 " (%.1f MB of log)\n",
 		b.start_lsn, target, (double)(target - b.start_lsn) / 1e6);

@@ -158,7 +158,8 @@ static int set_param(struct reader *r, const char *where, struct ppl_config *c, 
 		U("Metrics_Port", metrics_port, UINT16_MAX), S("Archive_Path", archive_path),
 		U("Archive_Segment_Size", archive_segment_size, UINT64_MAX),
 		U("Archive_Retention_Size", archive_retention_size, UINT64_MAX),
-		U("Archive_Retention_Age", archive_retention_age, UINT32_MAX),
+		U("Archive_Retention_Age", archive_retention_age, UINT32_MAX), S("Base_Path", base_path),
+		U("Base_Interval", base_interval, UINT32_MAX), U("Base_Keep", base_keep, UINT32_MAX),
 #undef S
 #undef U
 	};
@@ -217,6 +218,7 @@ static void config_defaults(struct ppl_config *c)
 	c->metrics_address = strdup(PPL_DEFAULT_METRICS_ADDRESS);
 	c->archive_segment_size = PPL_DEFAULT_ARCHIVE_SEGMENT_SIZE;
 	c->archive_retention_age = PPL_DEFAULT_ARCHIVE_RETENTION_AGE;
+	c->base_keep = PPL_DEFAULT_BASE_KEEP;
 }
 
 static int read_file(struct reader *r, const char *path, int include_depth);

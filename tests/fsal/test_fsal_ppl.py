@@ -124,8 +124,10 @@ def test_startup_line_shows_every_setting(tmp_path, plugins_dir):
               f'Elision_Clients = "127.0.0.1, 10.1.0.0/16, ::1"; Elision_Token = "hunter2-secret"; '
               f'Verify = true; Allow_Volatile_Pool = true; Stats_Interval = 7; '
               f'Archive_Path = "{tmp_path / "archive"}"; Archive_Segment_Size = 2097152; '
-              f'Archive_Retention_Size = 8388608; Archive_Retention_Age = 3600;')
+              f'Archive_Retention_Size = 8388608; Archive_Retention_Age = 3600; '
+              f'Base_Path = "{tmp_path / "bases"}"; Base_Interval = 600; Base_Keep = 3;')
     (tmp_path / "archive").mkdir()
+    (tmp_path / "bases").mkdir()
     (tmp_path / "pmem").mkdir()
     subprocess.run([paths.tool("ppl-inspect"), "pool", "create", str(tmp_path / "pmem" / "ppl.pool"),
                     "--identity", str(tmp_path / "export"), "--size", "4M", "--block-size", "128",
@@ -137,7 +139,8 @@ def test_startup_line_shows_every_setting(tmp_path, plugins_dir):
                  "Allow_Volatile_Pool=yes", "Stats_Interval=7"):
         assert item in cfg.split(), (item, cfg)
     assert "Elision_Clients=127.0.0.1, 10.1.0.0/16, ::1" in cfg
-    assert f"Archive={tmp_path / 'archive'} (segments 2097152 B, keep 8388608 B, 3600 s)" in cfg
+    assert (f"Archive={tmp_path / 'archive'} (segments 2097152 B, keep 8388608 B, 3600 s; bases {tmp_path / 'bases'} "
+            "every 600 s, keep 3)") in cfg
     assert "hunter2" not in g.log_text(), "the token must never be logged"
 
 
@@ -423,6 +426,12 @@ BAD = [
     ('Archive_Path = "/tmp"; Archive_Retention_Size = 1048576;', True,
      "Archive_Retention_Size = 1048576: keep at least two segments"),
     ("Archive_Retention_Age = -1;", True, "its FSAL block has errors"),
+    ('Base_Path = "/tmp";', True, "Base_Path and Base_Interval need the log archive"),
+    ('Archive_Path = "/tmp"; Base_Interval = 600;', True, "Base_Interval = 600 needs Base_Path"),
+    ('Archive_Path = "/tmp"; Base_Path = "/tmp"; Base_Interval = 10;', True, "Base_Interval = 10: at least 60 seconds"),
+    ('Archive_Path = "/tmp"; Base_Path = "/nonexistent-ppl-bases"; Base_Interval = 600;', True,
+     'Base_Path "/nonexistent-ppl-bases" is not an existing directory'),
+    ('Archive_Path = "/tmp"; Base_Keep = 0;', True, "Base_Keep = 0: from 1 to 1000"),
 ]
 
 

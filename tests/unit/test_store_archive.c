@@ -9,6 +9,7 @@
 #include <inttypes.h>
 
 #include "ppl/archive.h"
+#include "ppl/bases.h"
 #include "ppl/redo.h"
 #include "store_host.h"
 
@@ -311,11 +312,83 @@ static void test_refused_archives(void)
 	remove_archive_dir();
 }
 
+static unsigned finished_bases(const char *dir)
+{
+	DIR *d = opendir(dir);
+	unsigned n = 0;
+	struct dirent *de;
+	while (d && (de = readdir(d)) != NULL) {
+		char m[1024];
+		n += strncmp(de->d_name, "base-", 5) == 0 &&
+		     snprintf(m, sizeof m, "%s/%s/ppl-base.json", dir, de->d_name) < (int)sizeof m && access(m, F_OK) == 0;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* Base_Interval: copies into Base_Path one after the other, the oldest
+ * removed beyond Base_Keep, each registered with the archive (whose
+ * retention then keeps what the newest needs); a manual copy into an
+ * existing directory or inside the export is refused. */
+static void test_scheduled_bases(void)
+{
+	struct host h;
+	host_make(&h);
+	fresh_archive_dir(&h);
+	char bases[450];
+	snprintf(bases, sizeof bases, "%s.bases", h.dir);
+	CHECK(mkdir(bases, 0700) == 0);
+	pthread_mutex_lock(&h.lines_lock);
+	h.nlines = 0;
+	pthread_mutex_unlock(&h.lines_lock);
+	h.clock_ns = START_NS;
+	struct ppl_store_env env = {.log = {.log = on_log, .arg = &h}, .now_ns = clock_of, .clock_arg = &h};
+	h.s = ppl_store_new(h.dir, &env);
+	struct ppl_config c = {.archive_path = adir, .archive_segment_size = 1 << 20, .base_path = bases,
+			       .base_interval = 1, .base_keep = 2};
+	uint8_t image[PS];
+	read_file(h.ibd_path, image, PS, 6 * PS);
+	CHECK(ppl_store_start_archive(h.s, &c, err, sizeof err) == 0);
+	ppl_store_start_from_disk(h.s);
+	uint64_t upto = three_batches(&h, 6, image);
+	sync_log(&h);
+	CHECK(durable_by(&h, upto));
+	/* three copies or more, two kept */
+	for (int i = 0; i < 300 && !logged(&h, "removed (Base_Keep"); i++)
+		usleep(50000);
+	CHECK(logged(&h, "removed (Base_Keep"));
+	CHECK_EQ_U(finished_bases(bases), 2);
+	struct ppl_base_info *all;
+	size_t n;
+	CHECK(ppl_bases_list(adir, &all, &n, err, sizeof err) == 0);
+	CHECK_EQ_U(n, 2); /* the removed one no longer counts */
+	for (size_t i = 0; i < n; i++) {
+		CHECK(all[i].start_lsn >= FIRST_LSN && all[i].end_lsn >= all[i].start_lsn);
+		char ibd[4200];
+		snprintf(ibd, sizeof ibd, "%s/test/t1.ibd", all[i].dir);
+		CHECK(access(ibd, F_OK) == 0);
+	}
+	free(all);
+	/* a manual copy: into an existing directory, or inside the export */
+	CHECK(ppl_store_backup_start(h.s, bases, err, sizeof err) != 0);
+	char inside[400];
+	snprintf(inside, sizeof inside, "%s/copy", h.dir);
+	CHECK(ppl_store_backup_start(h.s, inside, err, sizeof err) != 0);
+	CHECK(strstr(err, "inside the export") != NULL);
+	ppl_store_free(h.s);
+	h.s = NULL;
+	CHECK(nftw(bases, rm_entry, 8, FTW_DEPTH | FTW_PHYS) == 0);
+	host_close(&h);
+	remove_archive_dir();
+}
+
 int main(void)
 {
 	test_archive_follows_the_durable_log();
 	test_archive_catches_up_from_the_log();
 	test_wrap_over_unarchived_stops_archiving();
 	test_refused_archives();
+	test_scheduled_bases();
 	CHECK_DONE();
 }

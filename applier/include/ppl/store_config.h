@@ -22,6 +22,9 @@
 
 #define PPL_DEFAULT_ARCHIVE_SEGMENT_SIZE (64ull << 20)
 #define PPL_DEFAULT_ARCHIVE_RETENTION_AGE (7u * 86400u) /* a week */
+#define PPL_DEFAULT_BASE_KEEP 2u
+#define PPL_MAX_BASE_KEEP 1000u
+#define PPL_MIN_BASE_INTERVAL 60u
 
 #define PPL_MIN_POOL_SIZE (1ull << 20)
 #define PPL_MIN_ARCHIVE_SEGMENT_SIZE (1ull << 20)
@@ -58,6 +61,11 @@ struct ppl_config {
 	uint64_t archive_segment_size;
 	uint64_t archive_retention_size; /* bytes; 0: no limit */
 	uint32_t archive_retention_age;  /* seconds; 0: no limit */
+	/* Base copies on a schedule: every base_interval seconds (0: none)
+	 * into base_path/base-TIME, keeping the newest base_keep there */
+	char *base_path;
+	uint32_t base_interval;
+	uint32_t base_keep;
 };
 
 /* Checks every parameter and their combinations. Returns 0, or -1 with a
