@@ -63,8 +63,54 @@ def doublewrite_pages(page_size):
     return range(extent, 3 * extent)
 
 
-def compare_dirs(prepared, replayed):
-    """Returns (pages compared, list of differences, list of file problems)."""
+# InnoDB's extent descriptors (storage/innobase/include/fsp0fsp.h): on
+# every page_size-th page, after the space header (FSP_HEADER_OFFSET 38 +
+# FSP_HEADER_SIZE 112), 40-byte XDES entries: XDES_STATE at 20, then two
+# bits per page of the extent (XDES_FREE_BIT first), least significant
+# bit first.
+XDES_ARR_OFFSET, XDES_SIZE, XDES_STATE, XDES_BITMAP = 150, 40, 20, 24
+FSP_FREE_LIMIT = 38 + 12
+
+
+def extent_pages(page_size):
+    return {4096: 256, 8192: 128}.get(page_size, 64)
+
+
+def free_pages(path, page_size):
+    """Pages the tablespace's extent descriptors say are free: their bytes
+    are whatever was last written there, and neither InnoDB's recovery nor
+    a rebuild gives them any meaning."""
+    free = set()
+    ext = extent_pages(page_size)
+    size = os.path.getsize(path) // page_size
+    with open(path, "rb") as f:
+        head = f.read(page_size)
+        limit = struct.unpack(">I", head[FSP_FREE_LIMIT:FSP_FREE_LIMIT + 4])[0]
+        for desc in range(0, size, page_size):
+            f.seek(desc * page_size)
+            page = f.read(page_size)
+            for k in range(page_size // ext):
+                first = desc + k * ext
+                if first >= size:
+                    break
+                entry = XDES_ARR_OFFSET + k * XDES_SIZE
+                state = struct.unpack(">I", page[entry + XDES_STATE:entry + XDES_STATE + 4])[0]
+                for i in range(ext):
+                    n = first + i
+                    if n >= size:
+                        break
+                    bit = 2 * i
+                    is_free = (page[entry + XDES_BITMAP + bit // 8] >> (bit % 8)) & 1
+                    if n >= limit or state in (0, 1) or is_free:
+                        free.add(n)
+    return free
+
+
+def compare_dirs(prepared, replayed, skip_free=False):
+    """Returns (pages compared, list of differences, list of file problems).
+    skip_free: leave out pages the prepared copy's extent descriptors call
+    free (two copies made at different times hold different leftovers
+    there; a page the log frees is written by neither recovery)."""
     a, b = data_files(prepared), data_files(replayed)
     diffs, problems, compared = [], [], 0
     for rel in sorted(set(a) | set(b)):
@@ -72,7 +118,9 @@ def compare_dirs(prepared, replayed):
             problems.append(f"{rel}: only in {'prepared' if rel in a else 'replayed'} copy")
             continue
         ps = page_size_of(a[rel])
-        skip = doublewrite_pages(ps) if os.path.basename(rel) == "ibdata1" else range(0)
+        skip = set(doublewrite_pages(ps)) if os.path.basename(rel) == "ibdata1" else set()
+        if skip_free:
+            skip |= free_pages(a[rel], ps)
         with open(a[rel], "rb") as fa, open(b[rel], "rb") as fb:
             size_a, size_b = os.fstat(fa.fileno()).st_size, os.fstat(fb.fileno()).st_size
             if size_a != size_b:
