@@ -206,6 +206,14 @@ int main(void)
 	CHECK_EQ_U(ppl_node_verify(n, w9, read_disk, NULL, &skip), 0);
 	CHECK_EQ_U(skip, PPL_VERIFY_NO_LSN);
 	CHECK(ppl_verify_skip_explained(skip));
+	/* the file's page damaged (a tool's; MariaDB writes it back from its
+	 * doublewrite buffer): the write is the new base, explained */
+	disk[3000] ^= 0x40;
+	ppl_page_stamp(w9, PS, ppl_page_lsn(disk));
+	CHECK_EQ_U(ppl_node_verify(n, w9, read_disk, NULL, &skip), 0);
+	CHECK_EQ_U(skip, PPL_VERIFY_BASE_DAMAGED);
+	CHECK(ppl_verify_skip_explained(skip));
+	disk[3000] ^= 0x40;
 	/* a page whose file cannot give it (read_disk knows only page 9) */
 	w9[PPL_FIL_PAGE_OFFSET + 3] = 99; /* page 99 */
 	ppl_page_stamp(w9, PS, ppl_page_lsn(disk));

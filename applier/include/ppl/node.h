@@ -208,6 +208,7 @@ enum ppl_verify_skip {
 	PPL_VERIFY_NO_BASE,          /* the file's page unreadable, past its end or not a sound page */
 	PPL_VERIFY_NOT_REACHED,      /* the records end short of the image's LSN */
 	PPL_VERIFY_RECORDS_GONE,     /* nothing pending, yet the file's page is older than the image */
+	PPL_VERIFY_LSN_FUTURE,       /* an LSN more than the log's capacity past its parse: no log holds it, a tool's */
 	PPL_VERIFY_SKIP_COUNT
 };
 const char *ppl_verify_skip_name(enum ppl_verify_skip s);
