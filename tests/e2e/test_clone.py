@@ -15,6 +15,7 @@ refused with the window in the message."""
 import datetime
 import json
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -72,6 +73,42 @@ def inspect(*args, check=True):
 def ids_in(db):
     out = db.sql("SELECT id FROM ledger.ledger")
     return {int(x) for x in out.split()}
+
+
+def refusals(tmp_path, base, archive, end_lsn):
+    """Each a clear error, and no clone left behind: a base still being
+    copied (no manifest), a damaged segment, a missing segment, and an
+    archive whose retention removed what the base needs."""
+    def refused(base_dir, arch, why, name):
+        dest = tmp_path / name
+        r = inspect("clone", "--base", str(base_dir), "--archive", str(arch), "--at", str(end_lsn), str(dest),
+                    check=False)
+        assert r.returncode != 0 and why in r.stderr, r.stderr
+        assert not os.path.exists(dest), r.stderr
+
+    unfinished = tmp_path / "unfinished-base"
+    shutil.copytree(base, unfinished)
+    os.unlink(unfinished / "ppl-base.json")
+    refused(unfinished, archive, "not a finished base copy", "from-unfinished")
+    segs = sorted(x for x in os.listdir(archive) if x.startswith("seg-"))
+    assert len(segs) >= 4, segs
+    damaged = tmp_path / "damaged-archive"
+    shutil.copytree(archive, damaged)
+    with open(damaged / segs[-2], "r+b") as f:
+        f.seek(200)
+        b = f.read(1)
+        f.seek(200)
+        f.write(bytes([b[0] ^ 0x20]))
+    refused(base, damaged, segs[-2], "damaged")
+    missing = tmp_path / "missing-archive"
+    shutil.copytree(archive, missing)
+    os.unlink(missing / segs[-2])
+    refused(base, missing, "missing", "from-missing")
+    pruned = tmp_path / "pruned-archive"
+    shutil.copytree(archive, pruned)
+    for name in segs[:len(segs) - 2]:
+        os.unlink(pruned / name)
+    refused(base, pruned, "no longer reaches back to the base's start", "from-pruned")
 
 
 def test_clones_at_points_in_time(tmp_path):
@@ -144,6 +181,7 @@ def test_clones_at_points_in_time(tmp_path):
         assert "base copy" in log and "done" in log
         s.stop()
         s.assert_storage_clean()
+        refusals(tmp_path, base, archive, end_lsn)
     finally:
         for c in clones:
             c.kill()
