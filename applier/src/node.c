@@ -1127,6 +1127,8 @@ const char *ppl_verify_skip_name(enum ppl_verify_skip s)
 		[PPL_VERIFY_NOT_REACHED] = "records_short",
 		[PPL_VERIFY_RECORDS_GONE] = "records_gone",
 		[PPL_VERIFY_LSN_FUTURE] = "lsn_future",
+		[PPL_VERIFY_OTHER_DATADIR] = "other_datadir",
+		[PPL_VERIFY_AFTER_WIPE] = "after_wipe",
 	};
 	return (unsigned)s < PPL_VERIFY_SKIP_COUNT && names[s] ? names[s] : "?";
 }

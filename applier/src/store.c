@@ -108,6 +108,7 @@ struct ppl_store *ppl_store_new(const char *datadir, const struct ppl_store_env 
 	pthread_cond_init(&e->work_cond, NULL);
 	pthread_mutex_init(&e->archive_lock, NULL);
 	pthread_mutex_init(&e->backup_lock, NULL);
+	pthread_mutex_init(&e->wiped_lock, NULL);
 	pthread_mutex_init(&e->backup_start_lock, NULL);
 	pthread_cond_init(&e->archive_cond, NULL);
 	return e;
@@ -187,6 +188,7 @@ void ppl_store_free(struct ppl_store *e)
 	pthread_cond_destroy(&e->work_cond);
 	pthread_mutex_destroy(&e->archive_lock);
 	pthread_mutex_destroy(&e->backup_lock);
+	pthread_mutex_destroy(&e->wiped_lock);
 	pthread_mutex_destroy(&e->backup_start_lock);
 	pthread_cond_destroy(&e->archive_cond);
 	free(e->elided);

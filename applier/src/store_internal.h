@@ -24,6 +24,7 @@
 #include "ppl/store_config.h"
 
 #define STRIPES 1024u
+#define WIPED_KEPT 64u
 
 #define SLOG(e, level, ...) PPL_LOG(&(e)->env.log, level, __VA_ARGS__)
 
@@ -181,6 +182,11 @@ struct ppl_store {
 	 * cause ([PPL_VERIFY_COMPARED] unused) */
 	uint64_t verify_same, verify_diverged, verify_skip[PPL_VERIFY_SKIP_COUNT];
 	uint64_t verify_behind_said; /* log_behind page writes logged (the first few) */
+	/* pages last zeroed inside their files (store_pages.c note_wiped),
+	 * verify mode only; a leaf lock */
+	pthread_mutex_t wiped_lock;
+	uint64_t wiped[WIPED_KEPT];
+	unsigned wiped_next;
 
 	/* The log archive (Archive_Path; store_archive.c). archive_lock is a
 	 * leaf: the archive thread's stop flag and why archiving stopped. */

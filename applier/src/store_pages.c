@@ -386,13 +386,36 @@ static void stripes_leave(struct ppl_store *e, uint64_t fileid, uint64_t off, si
 	pthread_mutex_unlock(&e->stripe_lock);
 }
 
+/* Verify mode: the last pages zeroed inside their files. A page that is
+ * then written with nothing pending over those zeros is not records the
+ * index lost: a tool wiped it, and MariaDB writes it back (from its
+ * doublewrite buffer, as mysql-test-run's doublewrite tests make it do). */
+static void note_wiped(struct ppl_store *e, uint32_t space, uint32_t page_no)
+{
+	pthread_mutex_lock(&e->wiped_lock);
+	e->wiped[e->wiped_next++ % WIPED_KEPT] = (uint64_t)space << 32 | page_no;
+	pthread_mutex_unlock(&e->wiped_lock);
+}
+
+static bool was_wiped(struct ppl_store *e, uint32_t space, uint32_t page_no)
+{
+	uint64_t key = (uint64_t)space << 32 | page_no;
+	bool found = false;
+	pthread_mutex_lock(&e->wiped_lock);
+	for (unsigned i = 0; i < WIPED_KEPT && i < e->wiped_next && !found; i++)
+		found = e->wiped[i] == key;
+	pthread_mutex_unlock(&e->wiped_lock);
+	return found;
+}
+
 /* Verify mode: each whole page about to be written, against the page this
  * node would serve at its LSN (the index's rebuild from the data file, not
  * yet overwritten, or the file's page). The write vouches for the log up
  * to its LSN (WAL), so the log's last, provisional write is parsed first:
  * records below the LSN still unparsed would make the page look short of
  * them. */
-static void verify_write(struct ppl_store *e, uint64_t off, const struct iovec *iov, int iovcnt, size_t len)
+static void verify_write(struct ppl_store *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
+			 size_t len)
 {
 	size_t ps = e->page_size;
 	if (e->dd == NULL || ps == 0 || off % ps)
@@ -430,6 +453,11 @@ static void verify_write(struct ppl_store *e, uint64_t off, const struct iovec *
 			 * this is a copy of pages of a space whose file is gone
 			 * or not yet there (a table's .ibd copied for IMPORT) */
 			skip = PPL_VERIFY_NO_FILE;
+		else if (!store_holds_space(e, fileid, ppl_page_space(frame)))
+			/* a file of another datadir under the export (a server
+			 * started with another innodb_data_home_dir: its own
+			 * system tablespace, the same space ids): another log's */
+			skip = PPL_VERIFY_OTHER_DATADIR;
 		else if (!store_log_vouched(e, n, ppl_page_lsn(frame))) {
 			/* MariaDB writes a page only once its log is written,
 			 * and no log can be ahead of the parse by more than
@@ -450,6 +478,8 @@ static void verify_write(struct ppl_store *e, uint64_t off, const struct iovec *
 		}
 		else
 			r = ppl_node_verify(n, frame, store_read_base, e, &skip);
+		if (r == 0 && skip == PPL_VERIFY_NO_BASE && was_wiped(e, ppl_page_space(frame), ppl_page_no(frame)))
+			skip = PPL_VERIFY_AFTER_WIPE;
 		__atomic_add_fetch(r > 0 ? &e->verify_same : r < 0 ? &e->verify_diverged : &e->verify_skip[skip], 1,
 				   __ATOMIC_RELAXED);
 	}
@@ -531,6 +561,8 @@ static void zero_pages(struct ppl_store *e, uint64_t fileid, uint64_t off, const
 		}
 		if (p + ps > (uint64_t)st.st_size)
 			break; /* extending the file */
+		if (e->verify)
+			note_wiped(e, space, (uint32_t)(p / ps));
 		struct ppl_node_page_info info;
 		if (!ppl_node_page_info(n, space, (uint32_t)(p / ps), &info) || (info.from_init && !info.freed) ||
 		    !store_forget_page(e, n, space, (uint32_t)(p / ps)))
@@ -579,7 +611,7 @@ int ppl_store_write_begin(struct ppl_store *e, bool is_log, uint64_t fileid, uin
 		if (len != 0)
 			zero_pages(e, fileid, off, iov, iovcnt, len);
 		if (e->verify)
-			verify_write(e, off, iov, iovcnt, len);
+			verify_write(e, fileid, off, iov, iovcnt, len);
 		return 0;
 	}
 	partial_pages(e, fileid, off, len, true); /* before its stripes: materialization takes them */
@@ -587,7 +619,7 @@ int ppl_store_write_begin(struct ppl_store *e, bool is_log, uint64_t fileid, uin
 	zero_pages(e, fileid, off, iov, iovcnt, len);
 	keep_newer_pages(e, off, iov, iovcnt, len);
 	if (e->verify)
-		verify_write(e, off, iov, iovcnt, len);
+		verify_write(e, fileid, off, iov, iovcnt, len);
 	return 0;
 }
 

@@ -487,12 +487,39 @@ static void test_verify_compares_every_page_write(void)
 	CHECK_EQ_U(f.verify_skip[PPL_VERIFY_PAGE_COMPRESSED], 1);
 	CHECK_EQ_U(f.verify_skip[PPL_VERIFY_LSN_FUTURE], 1);
 	CHECK_EQ_U(f.verify_skipped, 5);
+	/* a file of another datadir under the export holding the same space
+	 * (a server started with another innodb_data_home_dir): not this
+	 * log's to describe */
+	char other[400];
+	snprintf(other, sizeof other, "%s/test/t1-of-another-datadir.ibd", h.dir);
+	make_space(other, SPACE, 8);
+	uint64_t other_ino = ino_of(other);
+	read_file(other, tool, PS, 3 * PS);
+	struct iovec oiov = {tool, PS};
+	CHECK_EQ_U(ppl_store_write_begin(h.s, false, other_ino, 3 * PS, &oiov, 1, PS), 0);
+	write_file(other, tool, PS, 3 * PS);
+	ppl_store_write(h.s, other_ino, 3 * PS, &oiov, 1, PS);
+	ppl_store_write_end(h.s, false, other_ino, 3 * PS, PS);
+	ppl_store_figures(h.s, &f);
+	CHECK_EQ_U(f.verify_skip[PPL_VERIFY_OTHER_DATADIR], 1);
+	CHECK(ppl_verify_skip_explained(PPL_VERIFY_OTHER_DATADIR));
+	CHECK_EQ_U(f.verify_skipped, 6);
+	/* a page a tool zeroed in its file, then written back (MariaDB's
+	 * doublewrite recovery): nothing to compare with, explained */
+	static uint8_t zeros[PS];
+	read_file(h.ibd_path, tool, PS, 8 * PS);
+	host_page_write(&h, 8, zeros);
+	host_page_write(&h, 8, tool);
+	ppl_store_figures(h.s, &f);
+	CHECK_EQ_U(f.verify_skip[PPL_VERIFY_AFTER_WIPE], 1);
+	CHECK(ppl_verify_skip_explained(PPL_VERIFY_AFTER_WIPE));
+	CHECK_EQ_U(f.verify_skipped, 8); /* and the zeros themselves: not full_crc32 */
 	CHECK_EQ_U(f.verify_unexplained, 1); /* the page ahead of its log, within its reach */
 	CHECK_EQ_U(f.verify_diverged, 0);
 	char line[4096];
 	ppl_store_format(h.s, line, sizeof line);
-	CHECK(strstr(line, "5 not comparable (page_compressed 1, other_page 1, lsn_0 1, log_behind 1, "
-			   "lsn_future 1; unexplained 1)") != NULL);
+	CHECK(strstr(line, "8 not comparable (not_full_crc32 1, page_compressed 1, other_page 1, lsn_0 1, "
+			   "log_behind 1, lsn_future 1, other_datadir 1, after_wipe 1; unexplained 1)") != NULL);
 	host_close(&h);
 }
 

@@ -209,6 +209,8 @@ enum ppl_verify_skip {
 	PPL_VERIFY_NOT_REACHED,      /* the records end short of the image's LSN */
 	PPL_VERIFY_RECORDS_GONE,     /* nothing pending, yet the file's page is older than the image */
 	PPL_VERIFY_LSN_FUTURE,       /* an LSN more than the log's capacity past its parse: no log holds it, a tool's */
+	PPL_VERIFY_OTHER_DATADIR,    /* a file of another datadir under the export: another log describes it */
+	PPL_VERIFY_AFTER_WIPE,       /* over a page a tool zeroed in its file: MariaDB writing it back (doublewrite) */
 	PPL_VERIFY_SKIP_COUNT
 };
 const char *ppl_verify_skip_name(enum ppl_verify_skip s);
