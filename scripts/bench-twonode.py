@@ -10,6 +10,8 @@ Set-ups (--setups, default all four, in this order):
            (doublewrite off, steady flushing), no preload: full page writes
   stack    FSAL_PPL over VFS with its pmem pool, config/my.cnf,
            LD_PRELOAD=libcatcher.so eliding
+  archive  (only when asked for) the stack with its log archive on
+           (Archive_Path on the storage side's disk): what archiving costs
 
 The two nodes: the compute side (mariadbd, ppl-mount, sysbench) runs on
 --compute-cpus and ganesha.nfsd on --storage-cpus (the script sets its own
@@ -60,7 +62,8 @@ TOKEN = "ppl-bench-token"
 TPCC = os.path.join(paths.REPO, "tpcc", "tpcc.lua")
 TPCC_TABLES = ("warehouse", "district", "customer", "history", "new_orders", "orders", "order_line", "item",
                "stock")
-SETUPS = ("local", "vanilla", "tuned", "stack")
+SETUPS = ("local", "vanilla", "tuned", "stack", "archive")
+PPL_SETUPS = ("stack", "archive")
 SYSBENCH = ("oltp_write_only", "oltp_read_write", "oltp_update_index")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -169,15 +172,19 @@ class Nodes:
             os.makedirs(self.export)
             os.makedirs(self.mnt)
             datadir = os.path.join(self.mnt, "data")
-            if setup == "stack":
+            if setup in PPL_SETUPS:
                 self.pool = os.path.join(a.pmem, f"ppl-bench-{os.getpid()}.pool")
+                extra = None
+                if setup == "archive":
+                    os.makedirs(os.path.join(base, "archive"))
+                    extra = {"Archive_Path": f'"{os.path.join(base, "archive")}"'}
                 self.g, port = pplnode.storage_node(base, self.export, self.pool, a.pool_mb * 1024 * 1024, TOKEN,
-                                                    stats_interval=1)
+                                                    stats_interval=1, extra=extra)
                 self.stats_path = os.path.join(base, "libcatcher.json")
                 env = pplnode.catcher_env("elide", port, TOKEN, self.stats_path)
             else:
                 self.g = Ganesha(os.path.join(base, "ganesha"), self.export, pseudo="/ppl")
-        cls = Compute if setup in ("tuned", "stack") else MariaDB   # MariaDB: --no-defaults
+        cls = Compute if setup in ("tuned",) + PPL_SETUPS else MariaDB   # MariaDB: --no-defaults
         self.db = cls(os.path.join(base, "mariadb"), datadir=datadir, options=options, env=env)
         os.makedirs(self.db.base)
 
@@ -215,14 +222,14 @@ class Nodes:
              "storage_cpu": cpu_seconds(self.g.pid) if self.g else 0.0,
              "disk": disk_written(self.g.pid if self.g else self.db.proc.pid),
              "link": pplnode.link_bytes(), "loadgen_cpu": children_cpu()}
-        if self.setup == "stack":
+        if self.setup in PPL_SETUPS:
             f.update(gate_figures(self.g))
         return f
 
     def failures(self):
         """Lines of the storage node that say it served or kept something
         wrong (a benchmark that got there measured nothing)."""
-        if self.setup != "stack":
+        if self.setup not in PPL_SETUPS:
             return []
         text = self.g.log_text()
         return [w for w in ("cannot be rebuilt", "redo ingest stopped", "could not be materialized", "diverge")
@@ -370,7 +377,7 @@ def one_run(a, work, w, setup, threads, dataset, buffer_pool):
     gate = (f", gate waits {result['checkpoint_wait_s']:.2f} s, wrap waits {result['log_wrap_wait_s']:.2f} s, "
             f"storage-node reads p50/p99 plain {result.get('plain_read_p50_us')}/{result.get('plain_read_p99_us')} us, "
             f"rebuilt {result.get('rebuilt_read_p50_us')}/{result.get('rebuilt_read_p99_us')} us"
-            if setup == "stack" else "")
+            if setup in PPL_SETUPS else "")
     print(f"  {label}: {result['tps']:.1f} TPS, p95 {result['p95_ms']} ms, p99 {result['p99_ms']} ms{gate}",
           flush=True)
     return result
@@ -521,7 +528,8 @@ def inner(a):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--setups", default=",".join(SETUPS), help="comma-separated, among " + ",".join(SETUPS))
+    ap.add_argument("--setups", default=",".join(SETUPS[:4]),
+                    help="comma-separated, among " + ",".join(SETUPS) + " (default the first four)")
     ap.add_argument("--workloads", default="oltp_write_only,oltp_read_write,oltp_update_index,tpcc",
                     help="comma-separated sysbench tests and/or tpcc")
     ap.add_argument("--threads", default="1,8,32", help="comma-separated thread counts (default 1,8,32)")

@@ -82,7 +82,8 @@ def render_ganesha_conf(g, pool, pool_size, elision_port, token, plugins, stats_
     if plugins is not None:
         values["Plugins_Dir"] = f'"{plugins}"'
     for key, value in values.items():
-        text, n = re.subn(rf"^(\s*){key} = [^\n]*;$", rf"\g<1>{key} = {value};", text, count=1, flags=re.M)
+        # a parameter the example shows commented out (#Archive_Path) is set too
+        text, n = re.subn(rf"^(\s*)#?{key} = [^\n]*;$", rf"\g<1>{key} = {value};", text, count=1, flags=re.M)
         if n != 1:
             raise SystemExit(f"{source} has no '{key} = ...;' line any more: update {__file__}")
     # NFSv4 client state of this private server stays in its own directory.
@@ -90,7 +91,7 @@ def render_ganesha_conf(g, pool, pool_size, elision_port, token, plugins, stats_
     return text
 
 
-def storage_node(base, export, pool, pool_size, token, stats_interval=60, elision_port=None):
+def storage_node(base, export, pool, pool_size, token, stats_interval=60, elision_port=None, extra=None):
     """A Ganesha (not started) exporting `export` as /ppl through FSAL_PPL;
     the pool is made for the export unless it exists (a restart reuses
     it). Returns (Ganesha, elision port)."""
@@ -100,7 +101,8 @@ def storage_node(base, export, pool, pool_size, token, stats_interval=60, elisio
     port = elision_port or free_port()
     plugins = os.path.join(paths.build_dir(), "ganesha-fsal-ppl", "plugins")
     g = Ganesha(os.path.join(base, "ganesha"), export, pseudo="/ppl", plugins_dir=plugins,
-                config=lambda g: render_ganesha_conf(g, pool, pool_size, port, token, plugins, stats_interval))
+                config=lambda g: render_ganesha_conf(g, pool, pool_size, port, token, plugins, stats_interval,
+                                                     extra=extra))
     return g, port
 
 
