@@ -58,6 +58,16 @@ static int from_json(json_object *o, struct ppl_base_info *b)
 	return b->start_lsn && b->end_lsn >= b->start_lsn ? 0 : -1;
 }
 
+/* b as one JSON line at the end of f, synced: 0 or -1 */
+static int put_line(FILE *f, const struct ppl_base_info *b)
+{
+	json_object *o = to_json(b);
+	int rc = fprintf(f, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN)) > 0 && fflush(f) == 0 &&
+			 fsync(fileno(f)) == 0 ? 0 : -1;
+	json_object_put(o);
+	return rc;
+}
+
 int ppl_base_write(const char *dir, const struct ppl_base_info *b)
 {
 	char path[4200], tmp[4210];
@@ -66,10 +76,7 @@ int ppl_base_write(const char *dir, const struct ppl_base_info *b)
 	FILE *f = fopen(tmp, "w");
 	if (f == NULL)
 		return -1;
-	json_object *o = to_json(b);
-	int rc = fprintf(f, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN)) > 0 && fflush(f) == 0 &&
-			 fsync(fileno(f)) == 0 ? 0 : -1;
-	json_object_put(o);
+	int rc = put_line(f, b);
 	if (fclose(f) != 0)
 		rc = -1;
 	return rc == 0 ? rename(tmp, path) : -1;
@@ -103,10 +110,7 @@ int ppl_bases_add(const char *archive_dir, const struct ppl_base_info *b, char *
 		snprintf(err, errlen, "%s cannot be opened: %s", path, strerror(errno));
 		return -1;
 	}
-	json_object *o = to_json(b);
-	int rc = fprintf(f, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN)) > 0 && fflush(f) == 0 &&
-			 fsync(fileno(f)) == 0 ? 0 : -1;
-	json_object_put(o);
+	int rc = put_line(f, b);
 	if (fclose(f) != 0)
 		rc = -1;
 	if (rc != 0)

@@ -11,15 +11,6 @@
 #include "inspect.h"
 #include "ppl/archive.h"
 
-static void utc(uint64_t ns, char *out, size_t len)
-{
-	time_t s = (time_t)(ns / 1000000000ull);
-	struct tm tm;
-	gmtime_r(&s, &tm);
-	size_t k = strftime(out, len, "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(out + k, len - k, ".%03uZ", (unsigned)(ns / 1000000u % 1000u));
-}
-
 int archive_main(int argc, char **argv, void (*usage)(FILE *))
 {
 	const char *dir = NULL;
@@ -44,8 +35,8 @@ int archive_main(int argc, char **argv, void (*usage)(FILE *))
 		fprintf(stderr, "ppl-inspect archive: %s\n", err);
 		return 1;
 	}
-	utc(w.first_ns, first, sizeof first);
-	utc(w.last_ns, last, sizeof last);
+	inspect_utc(w.first_ns, first, sizeof first);
+	inspect_utc(w.last_ns, last, sizeof last);
 	if (json)
 		printf("{\"dir\": \"%s\", \"first_lsn\": %" PRIu64 ", \"end_lsn\": %" PRIu64 ", \"first_time\": \"%s\", "
 		       "\"last_time\": \"%s\", \"first_ns\": %" PRIu64 ", \"last_ns\": %" PRIu64 ", \"records\": %" PRIu64

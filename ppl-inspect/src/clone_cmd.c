@@ -58,15 +58,6 @@ static bool parse_time(const char *s, uint64_t *ns)
 	return true;
 }
 
-static void utc(uint64_t ns, char *out, size_t len)
-{
-	time_t s = (time_t)(ns / 1000000000ull);
-	struct tm tm;
-	gmtime_r(&s, &tm);
-	size_t k = strftime(out, len, "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(out + k, len - k, ".%03uZ", (unsigned)(ns / 1000000u % 1000u));
-}
-
 static int copy_one(const char *from, const char *to, mode_t mode)
 {
 	int in = open(from, O_RDONLY), out = in < 0 ? -1 : open(to, O_WRONLY | O_CREAT | O_EXCL, mode & 0777);
@@ -154,8 +145,8 @@ int clone_main(int argc, char **argv, void (*usage)(FILE *))
 		fprintf(stderr, "ppl-inspect clone: %s\n", err);
 		return 1;
 	}
-	utc(w.first_ns, t1, sizeof t1);
-	utc(w.last_ns, t2, sizeof t2);
+	inspect_utc(w.first_ns, t1, sizeof t1);
+	inspect_utc(w.last_ns, t2, sizeof t2);
 	uint64_t target = 0, ns = 0;
 	char *end;
 	unsigned long long v = strtoull(at, &end, 10);

@@ -2,6 +2,12 @@
 #define PPL_INSPECT_H
 #include <stdio.h>
 
+#include <stddef.h>
+#include <stdint.h>
+
+/* ns since the epoch as "2026-11-28T10:42:00.123Z" (UTC, milliseconds). */
+void inspect_utc(uint64_t ns, char *out, size_t len);
+
 /* argv[0] is the verb (create, check, info, dump). Returns the exit status. */
 int pool_main(int argc, char **argv, void (*usage)(FILE *));
 

@@ -9,6 +9,7 @@
  *                    come up (systemd's ExecStartPre), and their pools */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "inspect.h"
 
@@ -68,6 +69,15 @@ static void usage(FILE *f)
 		"never touches an existing file.\n"
 		"check, info and dump open the pool read-only and change nothing. Exit status:\n"
 		"0 fine, 1 the pool has damage or pages to repair, 2 bad usage or the pool cannot be opened.\n");
+}
+
+void inspect_utc(uint64_t ns, char *out, size_t len)
+{
+	time_t s = (time_t)(ns / 1000000000ull);
+	struct tm tm;
+	gmtime_r(&s, &tm);
+	size_t k = strftime(out, len, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(out + k, len - k, ".%03uZ", (unsigned)(ns / 1000000u % 1000u));
 }
 
 int main(int argc, char **argv)
