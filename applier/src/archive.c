@@ -283,7 +283,7 @@ struct ppl_archive {
 	struct seg *segs;
 	size_t nsegs, segcap;
 	uint64_t end_lsn, durable_lsn;
-	uint64_t buf_first_ns;
+	uint64_t first_appended;     /* start of the first record appended to an empty archive */
 	uint8_t *buf;                /* records appended, not yet durable */
 	size_t buf_len, buf_cap;
 	int fd;                      /* the last segment's, open for writing; -1 */
@@ -506,6 +506,8 @@ int ppl_archive_append(struct ppl_archive *a, const struct ppl_mtr *m, uint64_t 
 		a->buf = b;
 		a->buf_cap = cap;
 	}
+	if (a->end_lsn == 0)
+		a->first_appended = m->start_lsn;
 	put_record_header(a->buf + a->buf_len, m, wall_ns);
 	memcpy(a->buf + a->buf_len + PPL_ARCHIVE_RECORD_HEADER, m->recs, m->len);
 	a->buf_len += need;
@@ -752,6 +754,7 @@ void ppl_archive_get_figures(struct ppl_archive *a, struct ppl_archive_figures *
 	f->bytes = 0;
 	for (size_t i = 0; i < a->nsegs; i++)
 		f->bytes += a->segs[i].bytes;
+	f->first_lsn = a->first_appended;
 	if (a->nsegs) {
 		f->first_lsn = a->segs[0].first_lsn;
 		f->first_ns = a->segs[0].first_ns;

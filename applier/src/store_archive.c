@@ -387,8 +387,11 @@ void store_archive_before_overwrite(struct ppl_store *e, uint64_t over_lsn)
 	if (e->archive == NULL || broken(e) || over_lsn == 0)
 		return;
 	uint64_t durable = ppl_archive_durable_lsn(e->archive);
-	/* below the archive's start: the log's first pass, before archiving began */
-	if (durable >= over_lsn || ppl_archive_end_lsn(e->archive) == 0)
+	struct ppl_archive_figures f;
+	ppl_archive_get_figures(e->archive, &f);
+	/* nothing archived yet, or below the archive's start: log from
+	 * before archiving began */
+	if (durable >= over_lsn || f.end_lsn == 0 || over_lsn <= f.first_lsn)
 		return;
 	flush_once(e);
 	durable = ppl_archive_durable_lsn(e->archive);
