@@ -85,12 +85,58 @@ static bool broken(struct ppl_store *e)
 	return __atomic_load_n(&e->archive_broken, __ATOMIC_ACQUIRE);
 }
 
+struct same_check {
+	const struct ppl_mtr *m;
+	bool same;
+};
+
+static int same_record(void *arg, const struct ppl_mtr *a, uint64_t wall_ns)
+{
+	struct same_check *c = arg;
+	(void)wall_ns;
+	c->same = a->start_lsn == c->m->start_lsn && a->end_lsn == c->m->end_lsn && a->len == c->m->len &&
+		  memcmp(a->recs, c->m->recs, a->len) == 0;
+	return 0;
+}
+
+/* The first mini-transaction parsed after an ingest start that the
+ * archive already holds durably must be the archive's, byte for byte:
+ * otherwise the log is another database's (a datadir re-created or
+ * restored under the export, its LSNs starting over), and appending its
+ * later records would splice two databases into one chain. */
+static void check_same_database(struct ppl_store *e, const struct ppl_mtr *m)
+{
+	if (m->end_lsn > ppl_archive_end_lsn(e->archive)) {
+		e->archive_check_pending = false; /* past the archive: the chain itself is the check */
+		return;
+	}
+	if (m->end_lsn > ppl_archive_durable_lsn(e->archive))
+		return; /* still in memory: the next one, once durable */
+	struct ppl_archive_figures f;
+	ppl_archive_get_figures(e->archive, &f);
+	if (m->start_lsn < f.first_lsn)
+		return; /* from before the archive began: the next one */
+	e->archive_check_pending = false;
+	struct same_check c = {.m = m};
+	char err[4400];
+	if (ppl_archive_read(e->archive_dir, m->start_lsn, m->end_lsn, same_record, &c, err, sizeof err) != 0 ||
+	    !c.same)
+		archive_break(e, "the log's mini-transaction at LSN %" PRIu64 " to %" PRIu64 " is not the archive's "
+			      "there: this datadir's log is not the one archived (a datadir re-created or restored "
+			      "under the export?)", m->start_lsn, m->end_lsn);
+}
+
 void store_archive_accept(void *arg, const struct ppl_mtr *m)
 {
 	struct ppl_store *e = arg;
 	char err[300];
 	if (e->archive == NULL || broken(e))
 		return;
+	if (e->archive_check_pending) {
+		check_same_database(e, m);
+		if (broken(e))
+			return;
+	}
 	if (ppl_archive_append(e->archive, m, wall_ns(), err, sizeof err) != 0)
 		archive_break(e, "%s", err);
 }
@@ -422,6 +468,7 @@ void store_archive_ingest_start(struct ppl_store *e, uint64_t start, uint64_t lo
 {
 	if (e->archive == NULL || broken(e))
 		return;
+	e->archive_check_pending = true;
 	uint64_t end = ppl_archive_end_lsn(e->archive);
 	if (end == 0 || end >= start)
 		return;

@@ -200,6 +200,7 @@ struct ppl_store {
 	bool archive_broken;           /* archiving stopped for good: why in archive_why (atomic) */
 	char archive_why[512];
 	uint64_t archive_flush_failures, archive_said_ns;
+	bool archive_check_pending;    /* the next mtr the archive holds is compared with it (under log_lock) */
 	uint64_t base_floor;           /* the newest base's start LSN: retention keeps the archive from here (atomic) */
 	/* scheduled base copies (Base_Path, Base_Interval, Base_Keep): the
 	 * archive thread's own */

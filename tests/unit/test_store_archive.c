@@ -383,6 +383,45 @@ static void test_scheduled_bases(void)
 	remove_archive_dir();
 }
 
+/* Another database's log under the archive (a datadir re-created under
+ * the export: its LSNs start over): its first mini-transaction the
+ * archive already holds differs from the archive's, and archiving stops
+ * rather than splice two databases into one chain. */
+static void test_another_database_stops_archiving(void)
+{
+	struct host h;
+	host_make(&h);
+	fresh_archive_dir(&h);
+	start_store(&h, true, 0);
+	uint8_t image[PS];
+	read_file(h.ibd_path, image, PS, 6 * PS);
+	uint64_t upto = three_batches(&h, 6, image);
+	sync_log(&h);
+	CHECK(durable_by(&h, upto));
+	ppl_store_free(h.s);
+	h.s = NULL;
+	char keep[400];
+	snprintf(keep, sizeof keep, "%s", adir);
+	host_close(&h);
+
+	struct host g;
+	host_make(&g);
+	snprintf(adir, sizeof adir, "%s", keep); /* the first datadir's archive */
+	start_store(&g, true, 0);
+	read_file(g.ibd_path, image, PS, 9 * PS);
+	for (unsigned i = 0; i < 3; i++)
+		batch(&g, 9, 30, image); /* other records at the same LSNs */
+	sync_log(&g);
+	for (int i = 0; i < 100 && !logged(&g, "is not the archive's there"); i++)
+		usleep(20000);
+	CHECK(logged(&g, "is not the archive's there"));
+	struct ppl_store_figures f;
+	ppl_store_figures(g.s, &f);
+	CHECK(f.archive_broken);
+	host_close(&g);
+	remove_archive_dir();
+}
+
 int main(void)
 {
 	test_archive_follows_the_durable_log();
@@ -390,5 +429,6 @@ int main(void)
 	test_wrap_over_unarchived_stops_archiving();
 	test_refused_archives();
 	test_scheduled_bases();
+	test_another_database_stops_archiving();
 	CHECK_DONE();
 }
