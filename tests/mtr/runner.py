@@ -503,7 +503,12 @@ def run(setup, tests, workdir, suite=None, timeout=3600, testcase_timeout=5, pro
         before = len(result.tests)
         _segment(setup, todo, None if seg > 1 else suite, segdir, result, deadline, testcase_timeout, progress,
                  extra, on_test, stop)
-        if not resume or expected is None or result.aborted in ("stopped by the user", TIMEOUT_MSG):
+        # a stop reaches mtr too when the signal went to the whole process
+        # group: mtr's own "Not all tests completed" is then no reason to go on
+        if (not resume or expected is None or result.aborted in ("stopped by the user", TIMEOUT_MSG)
+                or (stop is not None and stop.is_set())):
+            if stop is not None and stop.is_set():
+                result.aborted = "stopped by the user"
             break
         done = {base_key(n) for n in result.tests}
         todo = [mtr_arg(n) for n in expected if base_key(n) not in done]
@@ -667,7 +672,20 @@ def _add_verify(acc, live):
     out = dict(live)
     v1, v2 = (acc.get("verify") or {}), (live.get("verify") or {})
     if v1 or v2:
-        out["verify"] = {k: v1.get(k, 0) + v2.get(k, 0) for k in set(v1) | set(v2)}
+        out["verify"] = _sum(v1, v2)
+    return out
+
+
+def _sum(a, b):
+    """Two figure dicts added key by key; dicts inside (counts by cause)
+    likewise."""
+    out = {}
+    for k in set(a) | set(b):
+        x, y = a.get(k), b.get(k)
+        if isinstance(x, dict) or isinstance(y, dict):
+            out[k] = _sum(x or {}, y or {})
+        else:
+            out[k] = (x or 0) + (y or 0)
     return out
 
 
