@@ -37,6 +37,7 @@ struct space {
 	uint64_t trim_lsn;
 	uint32_t trim_pages;
 	char *logged_name;      /* from FILE_CREATE/MODIFY/RENAME */
+	char *aside_of;         /* its file was moved aside from this path (set_aside) */
 };
 
 struct ctx {
@@ -434,6 +435,44 @@ static int reuse_existing(struct ctx *c, struct space *s)
 	return 0;
 }
 
+/* The log creates a file whose name a later incarnation of the table
+ * holds: the backup copied NAME.ibd while it was space `owner`, which the
+ * log creates after this space (and drops, or not, later still). A
+ * streaming replay cannot know yet whether the log drops it; recovery
+ * would sort it out from the whole log. That file is moved aside under a
+ * name of its own and keeps serving its space; at the end it goes back
+ * to its name unless the log dropped it (apply_pages). 0 when moved. */
+static int set_aside(struct ctx *c, struct space *s)
+{
+	uint8_t hdr[PPL_PAGE0_HEAD];
+	int fd = open(s->path, O_RDONLY);
+	if (fd < 0)
+		return -1;
+	ssize_t got = pread(fd, hdr, sizeof(hdr), 0);
+	close(fd);
+	uint32_t owner = got == (ssize_t)sizeof(hdr) ? ppl_rd4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_ID) : 0;
+	struct space *other = got == (ssize_t)sizeof(hdr) && !ppl_page0_unwritten(hdr) && owner > s->id
+				      ? space_find(c, owner) : NULL;
+	if (other == NULL || other->deleted || other->path == NULL || strcmp(other->path, s->path) != 0) {
+		errno = EEXIST;
+		return -1;
+	}
+	char aside[4200];
+	snprintf(aside, sizeof aside, "%s.ppl-space%u", s->path, owner);
+	char *moved = strdup(aside), *was = strdup(s->path);
+	if (moved == NULL || was == NULL || rename(s->path, aside) != 0) {
+		free(moved);
+		free(was);
+		return -1;
+	}
+	free(other->path);
+	other->path = moved;
+	other->aside_of = was;
+	note(c, "space %u: %s holds the later space %u (copied by the backup): moved aside to %s until the end",
+	     s->id, was, owner, moved);
+	return 0;
+}
+
 static int space_open(struct ctx *c, struct space *s)
 {
 	if (s->fd >= 0)
@@ -476,6 +515,8 @@ static int space_open(struct ctx *c, struct space *s)
 			s->fd = open(s->path, O_RDWR | O_CREAT | O_EXCL, 0660);
 			if (s->fd < 0 && errno == EEXIST && reuse_existing(c, s) == 0)
 				return 0;
+			if (s->fd < 0 && errno == EEXIST && set_aside(c, s) == 0)
+				s->fd = open(s->path, O_RDWR | O_CREAT | O_EXCL, 0660);
 			if (s->fd < 0)
 				return fail(c, "cannot create %s for space %u: %s", s->path, s->id, strerror(errno));
 		}
@@ -862,6 +903,19 @@ static int apply_pages(struct ctx *c)
 			}
 		}
 	}
+	/* files set aside and not dropped by the log go back to their names,
+	 * now that the spaces that held those names meanwhile are settled */
+	for (size_t i = 0; i < c->spaces_n; i++) {
+		struct space *s = &c->spaces[i];
+		if (!s->aside_of || s->deleted || c->o->dry_run)
+			continue;
+		if (access(s->aside_of, F_OK) == 0)
+			return fail(c, "%s is held at the end by two spaces, %u (set aside as %s) and another the log "
+				    "created under that name", s->aside_of, s->id, s->path);
+		if (rename(s->path, s->aside_of) != 0)
+			return fail(c, "cannot rename %s back to %s: %s", s->path, s->aside_of, strerror(errno));
+		note(c, "space %u: %s back to %s", s->id, s->path, s->aside_of);
+	}
 	return 0;
 }
 
@@ -930,6 +984,7 @@ out:
 			close(c.spaces[i].fd);
 		free(c.spaces[i].path);
 		free(c.spaces[i].logged_name);
+		free(c.spaces[i].aside_of);
 	}
 	free(c.spaces);
 	return ret;
