@@ -1140,8 +1140,13 @@ int ppl_store_log_write(struct ppl_store *e, uint64_t fileid, uint64_t off, cons
 		start_ingest(e, pending ? TO_END : off + len); /* the file already holds this write */
 		goto out;
 	}
-	if (off + len > ppl_dialect_mariadb_10_8.area_start)
+	if (off + len > ppl_dialect_mariadb_10_8.area_start) {
 		__atomic_store_n(&e->last_log_write_ns, store_now_ns(e), __ATOMIC_RELAXED);
+		if (e->archive) {
+			uint64_t cap;
+			store_archive_log_written(e, store_log_write_end_lsn(e->node, off, len, &cap));
+		}
+	}
 	size_t left = len;
 	for (int i = 0; i < iovcnt && left; i++) {
 		size_t n = iov[i].iov_len < left ? iov[i].iov_len : left;
