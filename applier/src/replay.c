@@ -409,15 +409,23 @@ static int write_fresh_log(struct ctx *c)
  * dropped and created again under its name). Either is this space's file
  * from here on; a dropped space's file starts empty, as recovery creates
  * it. Anything else is a conflict the caller reports. */
-static int reuse_existing(struct ctx *c, struct space *s)
+/* Whose file fd is, by its page 0: false when page 0 is not written yet
+ * (or short), else true with the space id it names in *owner. */
+static bool page0_owner(int fd, uint32_t *owner)
 {
 	uint8_t hdr[PPL_PAGE0_HEAD];
+	ssize_t got = pread(fd, hdr, sizeof(hdr), 0);
+	*owner = got == (ssize_t)sizeof(hdr) ? ppl_rd4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_ID) : 0;
+	return got == (ssize_t)sizeof(hdr) && !ppl_page0_unwritten(hdr);
+}
+
+static int reuse_existing(struct ctx *c, struct space *s)
+{
 	int fd = open(s->path, O_RDWR);
 	if (fd < 0)
 		return -1;
-	ssize_t got = pread(fd, hdr, sizeof(hdr), 0);
-	uint32_t owner = got == (ssize_t)sizeof(hdr) ? ppl_rd4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_ID) : 0;
-	bool blank = got < (ssize_t)sizeof(hdr) || ppl_page0_unwritten(hdr);
+	uint32_t owner;
+	bool blank = !page0_owner(fd, &owner);
 	struct space *other = blank || owner == s->id ? NULL : space_find(c, owner);
 	if (!blank && owner != s->id && !(other && other->deleted)) {
 		close(fd);
@@ -444,15 +452,13 @@ static int reuse_existing(struct ctx *c, struct space *s)
  * to its name unless the log dropped it (apply_pages). 0 when moved. */
 static int set_aside(struct ctx *c, struct space *s)
 {
-	uint8_t hdr[PPL_PAGE0_HEAD];
 	int fd = open(s->path, O_RDONLY);
 	if (fd < 0)
 		return -1;
-	ssize_t got = pread(fd, hdr, sizeof(hdr), 0);
+	uint32_t owner;
+	bool written = page0_owner(fd, &owner);
 	close(fd);
-	uint32_t owner = got == (ssize_t)sizeof(hdr) ? ppl_rd4(hdr + PPL_FSP_HEADER_OFFSET + PPL_FSP_SPACE_ID) : 0;
-	struct space *other = got == (ssize_t)sizeof(hdr) && !ppl_page0_unwritten(hdr) && owner > s->id
-				      ? space_find(c, owner) : NULL;
+	struct space *other = written && owner > s->id ? space_find(c, owner) : NULL;
 	if (other == NULL || other->deleted || other->path == NULL || strcmp(other->path, s->path) != 0) {
 		errno = EEXIST;
 		return -1;

@@ -47,7 +47,9 @@
 #define PRUNE_EVERY_NS (60ull * 1000000000ull)
 #define SAY_FAILING_EVERY_NS (60ull * 1000000000ull)
 
-static uint64_t wall_ns(void)
+/* The wall clock (the archive's time of each record, a base copy's
+ * times): what an operator names a clone's moment by. */
+uint64_t store_wall_ns(void)
 {
 	struct timespec t;
 	clock_gettime(CLOCK_REALTIME, &t);
@@ -130,7 +132,7 @@ void store_archive_log_written(struct ppl_store *e, uint64_t end_lsn)
 {
 	if (e->archive == NULL || end_lsn == 0)
 		return;
-	e->stamps[e->stamp_next % ARCHIVE_STAMPS] = (struct archive_stamp){end_lsn, wall_ns()};
+	e->stamps[e->stamp_next % ARCHIVE_STAMPS] = (struct archive_stamp){end_lsn, store_wall_ns()};
 	e->stamp_next++;
 }
 
@@ -146,7 +148,7 @@ static uint64_t stamp_of(struct ppl_store *e, uint64_t end_lsn)
 	for (unsigned i = 0; i < n; i++)
 		if (e->stamps[i].end_lsn >= end_lsn && (best == 0 || e->stamps[i].wall_ns < best))
 			best = e->stamps[i].wall_ns;
-	return best ? best : wall_ns();
+	return best ? best : store_wall_ns();
 }
 
 void store_archive_accept(void *arg, const struct ppl_mtr *m)
@@ -281,7 +283,7 @@ static void schedule_base(struct ppl_store *e)
 		}
 		return;
 	}
-	uint64_t now = wall_ns();
+	uint64_t now = store_wall_ns();
 	if (b.state == PPL_BACKUP_RUNNING || now < e->base_last_ns + e->base_interval_ns ||
 	    now < e->base_tried_ns + 2000000000ull)
 		return;
@@ -326,7 +328,7 @@ static void *archive_main(void *arg)
 			pruned_ns = store_now_ns(e);
 			/* what the newest base needs stays (none yet: retention alone) */
 			uint64_t floor = __atomic_load_n(&e->base_floor, __ATOMIC_RELAXED);
-			int n = ppl_archive_prune(e->archive, floor ? floor : UINT64_MAX, wall_ns(), err, sizeof err);
+			int n = ppl_archive_prune(e->archive, floor ? floor : UINT64_MAX, store_wall_ns(), err, sizeof err);
 			if (n < 0)
 				SLOG(e, PPL_LOG_WARN, "PPL: %s: log archive retention: %s", e->datadir, err);
 			else if (n > 0)

@@ -44,12 +44,6 @@
 
 #define CHUNK_PAGES 64
 
-static uint64_t wall_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_REALTIME, &t);
-	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
 
 static void set_state(struct ppl_store *e, enum ppl_backup_state s, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -254,7 +248,7 @@ static void *backup_main(void *arg)
 		rcu_read_unlock();
 		pthread_mutex_lock(&e->backup_lock);
 		e->backup.end_lsn = end;
-		e->backup.finished_ns = wall_ns();
+		e->backup.finished_ns = store_wall_ns();
 		pthread_mutex_unlock(&e->backup_lock);
 		if (finish(e, dest) == 0)
 			set_state(e, PPL_BACKUP_DONE, NULL);
@@ -356,7 +350,7 @@ int ppl_store_backup_start(struct ppl_store *e, const char *dest, char *msg, siz
 	snprintf(e->backup.dest, sizeof e->backup.dest, "%s", dest);
 	e->backup.state = PPL_BACKUP_RUNNING;
 	e->backup.start_lsn = start;
-	e->backup.started_ns = wall_ns();
+	e->backup.started_ns = store_wall_ns();
 	int rc = pthread_create(&e->backup_thread, NULL, backup_main, e);
 	if (rc == 0)
 		e->backup_thread_started = true;

@@ -453,6 +453,8 @@ void store_stop_workers(struct ppl_store *e);
 
 /* store_archive.c: the log archive */
 
+uint64_t store_wall_ns(void);
+
 /* The node's hook (ppl_node_config.on_accepted): appends to the archive. */
 void store_archive_accept(void *arg, const struct ppl_mtr *m);
 /* Ingest starts at LSN start in a log file of log_size bytes (under
