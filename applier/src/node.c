@@ -548,9 +548,15 @@ oom:
 
 static void publish_parsed(struct ppl_node *n);
 
+static uint64_t node_clock(void *arg)
+{
+	struct ppl_node *n = arg;
+	return n->cfg.clock(n->cfg.accepted_arg);
+}
+
 int ppl_node_log_open(struct ppl_node *n, uint64_t file_size)
 {
-	struct ppl_redo_sink sink = {.arg = n, .on_mtr = on_mtr};
+	struct ppl_redo_sink sink = {.arg = n, .on_mtr = on_mtr, .clock = n->cfg.clock ? node_clock : NULL};
 	pthread_rwlock_wrlock(&n->lock);
 	ppl_redo_reader_free(n->reader);
 	n->reader = ppl_redo_reader_new(&ppl_dialect_mariadb_10_8, file_size,

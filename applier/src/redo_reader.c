@@ -45,6 +45,8 @@ struct pending {
 	uint8_t data[];
 };
 
+#define SEEN_MARKS 256
+
 struct ppl_redo_reader {
 	const struct ppl_redo_dialect *d;
 	struct ppl_redo_sink sink;
@@ -69,6 +71,13 @@ struct ppl_redo_reader {
 	uint8_t *buf;
 	size_t fill, alloc;
 	struct pending *pend;   /* sorted by lsn */
+
+	/* When the writes first held the log whole up to where (sink.clock):
+	 * a queue of marks, ends and times both rising, that a rewrite
+	 * changing bytes below an end pulls that end back. */
+	uint64_t framed;        /* whole mtrs from lsn reach here (0: walk again) */
+	struct seen_mark { uint64_t end, at; } seen[SEEN_MARKS];
+	unsigned seen_head, seen_n;
 
 	enum ppl_frame stall;
 	enum ppl_redo_state state;
@@ -100,6 +109,62 @@ static void drop_pending(struct ppl_redo_reader *r)
 		r->pend = p->next;
 		free(p);
 	}
+	r->framed = 0;
+	r->seen_n = 0;
+}
+
+/* ---- when the writes first held an mtr ------------------------------------ */
+
+/* Called after a feed placed its bytes: how far whole mtrs now reach from
+ * the parse point, over every byte held, final or not -- a commit's mtr
+ * is in its tail-block write, before MariaDB acknowledges the commit, and
+ * is final only at the next write. */
+static void note_framed(struct ppl_redo_reader *r)
+{
+	if (!r->sink.clock || !r->started || r->state == PPL_REDO_CORRUPT)
+		return;
+	size_t pos = r->framed > r->lsn && r->framed - r->lsn <= r->fill ? (size_t)(r->framed - r->lsn) : 0;
+	while (pos < r->fill) {
+		size_t total, rl;
+		if (r->d->frame(r->buf + pos, r->fill - pos, r->lsn + pos, r->hdr.first_lsn, r->capacity, &total,
+				&rl) != PPL_FRAME_OK)
+			break;
+		pos += total;
+	}
+	r->framed = r->lsn + pos;
+	struct seen_mark *last = r->seen_n ? &r->seen[(r->seen_head + r->seen_n - 1) % SEEN_MARKS] : NULL;
+	if (pos == 0 || (last && last->end >= r->framed))
+		return;
+	if (r->seen_n == SEEN_MARKS) { /* never while the log is parsed: lose the oldest */
+		r->seen_head = (r->seen_head + 1) % SEEN_MARKS;
+		r->seen_n--;
+	}
+	r->seen[(r->seen_head + r->seen_n++) % SEEN_MARKS] = (struct seen_mark){r->framed, r->sink.clock(r->sink.arg)};
+}
+
+/* A rewrite changed the byte at lsn: no earlier write held the log past it. */
+static void note_changed(struct ppl_redo_reader *r, uint64_t lsn)
+{
+	for (unsigned i = 0; i < r->seen_n; i++) {
+		struct seen_mark *m = &r->seen[(r->seen_head + i) % SEEN_MARKS];
+		if (m->end > lsn)
+			m->end = lsn;
+	}
+	if (r->framed > lsn)
+		r->framed = 0;
+}
+
+/* The first mark reaching end: the marks before it will not serve the mtrs
+ * after this one either. */
+static uint64_t seen_of(struct ppl_redo_reader *r, uint64_t end)
+{
+	while (r->seen_n && r->seen[r->seen_head].end < end) {
+		r->seen_head = (r->seen_head + 1) % SEEN_MARKS;
+		r->seen_n--;
+	}
+	if (r->seen_n)
+		return r->seen[r->seen_head].at;
+	return r->sink.clock ? r->sink.clock(r->sink.arg) : 0;
 }
 
 void ppl_redo_reader_free(struct ppl_redo_reader *r)
@@ -198,7 +263,9 @@ static int parse(struct ppl_redo_reader *r)
 		r->stall = f;
 		if (f != PPL_FRAME_OK)
 			break;
-		struct ppl_mtr m = {r->lsn, r->lsn + total, r->buf + pos, rl};
+		struct ppl_mtr m = {r->lsn, r->lsn + total, r->buf + pos, rl, 0};
+		if (r->sink.clock && r->source != PPL_REDO_FILE_IMAGE)
+			m.seen = seen_of(r, m.end_lsn);
 		if (r->sink.on_mtr && (ret = r->sink.on_mtr(r->sink.arg, &m)) != 0)
 			break;
 		r->st.mtrs++;
@@ -249,8 +316,16 @@ static int place(struct ppl_redo_reader *r, uint64_t lsn, const uint8_t *p, size
 	size_t at = (size_t)(lsn - r->lsn);
 	if (at > r->fill)
 		return 0;
-	if (at < r->fill)
+	if (at < r->fill) {
 		r->st.rewrites++;
+		size_t over = r->fill - at < len ? r->fill - at : len;
+		if ((r->seen_n || r->framed) && memcmp(r->buf + at, p, over) != 0) {
+			size_t i = 0;
+			while (r->buf[at + i] == p[i])
+				i++;
+			note_changed(r, lsn + i);
+		}
+	}
 	if (reserve(r, at + len))
 		return -1;
 	memcpy(r->buf + at, p, len);
@@ -443,6 +518,8 @@ int ppl_redo_feed(struct ppl_redo_reader *r, uint64_t off, const void *buf, size
 		return -1;
 	if (!r->started)
 		return 0;
+	if (r->source != PPL_REDO_FILE_IMAGE)
+		note_framed(r);
 	return parse(r);
 }
 

@@ -128,27 +128,10 @@ static void check_same_database(struct ppl_store *e, const struct ppl_mtr *m)
 			      "under the export?)", m->start_lsn, m->end_lsn);
 }
 
-void store_archive_log_written(struct ppl_store *e, uint64_t end_lsn)
+uint64_t store_archive_clock(void *arg)
 {
-	if (e->archive == NULL || end_lsn == 0)
-		return;
-	e->stamps[e->stamp_next % ARCHIVE_STAMPS] = (struct archive_stamp){end_lsn, store_wall_ns()};
-	e->stamp_next++;
-}
-
-/* When MariaDB's log first held the mini-transaction ending at end_lsn:
- * the earliest recent log write reaching that far. Not when it is
- * parsed: a write's last block is parsed only at the next write, after
- * the commit it carries was acknowledged, and a clone "at" a time must
- * hold what was committed before it. */
-static uint64_t stamp_of(struct ppl_store *e, uint64_t end_lsn)
-{
-	uint64_t best = 0;
-	unsigned n = e->stamp_next < ARCHIVE_STAMPS ? e->stamp_next : ARCHIVE_STAMPS;
-	for (unsigned i = 0; i < n; i++)
-		if (e->stamps[i].end_lsn >= end_lsn && (best == 0 || e->stamps[i].wall_ns < best))
-			best = e->stamps[i].wall_ns;
-	return best ? best : store_wall_ns();
+	(void)arg;
+	return store_wall_ns();
 }
 
 void store_archive_accept(void *arg, const struct ppl_mtr *m)
@@ -162,7 +145,10 @@ void store_archive_accept(void *arg, const struct ppl_mtr *m)
 		if (broken(e))
 			return;
 	}
-	if (ppl_archive_append(e->archive, m, stamp_of(e, m->end_lsn), err, sizeof err) != 0)
+	/* stamped with when MariaDB's log first held it (the reader's clock,
+	 * store_archive_clock): a clone "at" a time holds what was committed
+	 * before it */
+	if (ppl_archive_append(e->archive, m, m->seen ? m->seen : store_wall_ns(), err, sizeof err) != 0)
 		archive_break(e, "%s", err);
 }
 

@@ -128,7 +128,8 @@ static int make_node(struct ppl_store *e, bool from_file)
 		return -1;
 	}
 	struct ppl_node_config c = { .page_size = ps, .log = store_part_logger(e), .log_is_file_image = from_file,
-				     .on_accepted = e->archive ? store_archive_accept : NULL, .accepted_arg = e };
+				     .on_accepted = e->archive ? store_archive_accept : NULL,
+				     .clock = e->archive ? store_archive_clock : NULL, .accepted_arg = e };
 	struct ppl_node *n = ppl_node_new(&c);
 	if (n == NULL)
 		return -1;
@@ -1142,10 +1143,6 @@ int ppl_store_log_write(struct ppl_store *e, uint64_t fileid, uint64_t off, cons
 	}
 	if (off + len > ppl_dialect_mariadb_10_8.area_start) {
 		__atomic_store_n(&e->last_log_write_ns, store_now_ns(e), __ATOMIC_RELAXED);
-		if (e->archive) {
-			uint64_t cap;
-			store_archive_log_written(e, store_log_write_end_lsn(e->node, off, len, &cap));
-		}
 	}
 	size_t left = len;
 	for (int i = 0; i < iovcnt && left; i++) {

@@ -25,7 +25,6 @@
 
 #define STRIPES 1024u
 #define WIPED_KEPT 64u
-#define ARCHIVE_STAMPS 256u
 
 #define SLOG(e, level, ...) PPL_LOG(&(e)->env.log, level, __VA_ARGS__)
 
@@ -202,9 +201,6 @@ struct ppl_store {
 	char archive_why[512];
 	uint64_t archive_flush_failures, archive_said_ns;
 	bool archive_check_pending;    /* the next mtr the archive holds is compared with it (under log_lock) */
-	/* the last log writes: the LSN each reached and when (under log_lock) */
-	struct archive_stamp { uint64_t end_lsn, wall_ns; } stamps[ARCHIVE_STAMPS];
-	unsigned stamp_next;
 	uint64_t base_floor;           /* the newest base's start LSN: retention keeps the archive from here (atomic) */
 	/* scheduled base copies (Base_Path, Base_Interval, Base_Keep): the
 	 * archive thread's own */
@@ -463,9 +459,9 @@ void store_archive_accept(void *arg, const struct ppl_mtr *m);
 void store_archive_ingest_start(struct ppl_store *e, uint64_t start, uint64_t log_size);
 /* Ingest started and parsed the file up to parsed: durable. */
 void store_archive_ingest_started(struct ppl_store *e, uint64_t parsed);
-/* A log write reaching end_lsn arrived (under log_lock): the time its
- * mini-transactions are stamped with in the archive. */
-void store_archive_log_written(struct ppl_store *e, uint64_t end_lsn);
+/* The node's clock for ppl_mtr.seen (the store's wall clock): when
+ * MariaDB's log writes first held a mini-transaction, its archive stamp. */
+uint64_t store_archive_clock(void *arg);
 /* A log write is about to overwrite LSNs below over_lsn: the archive
  * makes them durable now, or stops (never holds the write). */
 void store_archive_before_overwrite(struct ppl_store *e, uint64_t over_lsn);

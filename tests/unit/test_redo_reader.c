@@ -14,7 +14,16 @@ struct seen {
 	int n;
 	uint64_t start[MAXM], end[MAXM];
 	uint32_t tag[MAXM];
+	uint64_t seen[MAXM];
 };
+
+static uint64_t clock_now; /* the sink's clock, set by a test before each feed */
+
+static uint64_t test_clock(void *arg)
+{
+	(void)arg;
+	return clock_now;
+}
 
 static int on_mtr(void *arg, const struct ppl_mtr *m)
 {
@@ -24,6 +33,7 @@ static int on_mtr(void *arg, const struct ppl_mtr *m)
 		s->end[s->n] = m->end_lsn;
 		/* every synthetic mtr is one WRITE whose last 4 bytes are a tag */
 		s->tag[s->n] = m->len >= 4 ? ppl_rd4(m->recs + m->len - 4) : 0;
+		s->seen[s->n] = m->seen;
 	}
 	s->n++;
 	return 0;
@@ -127,6 +137,66 @@ static void test_tail_rewrite(void)
 	CHECK_EQ_U(ppl_redo_lsn(r), l.lsn);
 	CHECK(ppl_redo_state(r) == PPL_REDO_WAITING);
 	CHECK(ppl_redo_stats(r)->rewrites > 0);
+	ppl_redo_reader_free(r);
+	free(l.file);
+}
+
+/* Each mtr carries the clock of the write that first held it whole: the
+ * tail-block write of a commit, though only the next write makes it final
+ * and parsed; not an earlier write whose tail held other bytes there (old
+ * buffer contents that frame as an mtr, then rewritten). */
+static void test_seen(void)
+{
+	struct synlog l;
+	syn_init(&l, 1 << 20, 12288);
+	struct seen s;
+	memset(&s, 0, sizeof s);
+	struct ppl_redo_sink sink = {.arg = &s, .on_mtr = on_mtr, .clock = test_clock};
+	struct ppl_redo_reader *r = ppl_redo_reader_new(&ppl_dialect_mariadb_10_8, l.size, PPL_REDO_WRITES, &sink);
+	clock_now = 1;
+	CHECK(ppl_redo_feed(r, 0, l.file, SYN_AREA) == 0);
+	static uint64_t want[MAXM];
+	int made = 0;
+	uint8_t blk[4096];
+	uint64_t written = l.lsn;
+	for (int i = 0; i < 100; i++) {
+		int k = 1 + i % 3;
+		fill(&l, k, NULL);
+		for (int j = 0; j < k; j++)
+			want[made++] = 10 + (uint64_t)i;
+		size_t from = syn_off(&l, written) & ~(size_t)511, to = syn_off(&l, l.lsn);
+		size_t to_blk = (to + 511) & ~(size_t)511;
+		memset(blk, 0x5a, sizeof blk);
+		memcpy(blk, l.file + from, to - from);
+		blk[to - from] = 0;
+		clock_now = 10 + (uint64_t)i;
+		CHECK(ppl_redo_feed(r, from, blk, to_blk - from) == 0);
+		written = l.lsn;
+	}
+	CHECK(s.n < made); /* the last write's mtrs wait for the next */
+	/* junk over the tail block: the real end, then a copy of an earlier
+	 * mtr where the server's next one will be */
+	size_t end = syn_off(&l, l.lsn), from = end & ~(size_t)511;
+	uint64_t m1 = s.start[2], m1len = s.end[2] - s.start[2]; /* tag 1: the next real one is tag 0 */
+	CHECK(end - from + m1len <= 512);
+	memcpy(blk, l.file + from, end - from);
+	memcpy(blk + (end - from), l.file + syn_off(&l, m1), m1len);
+	memset(blk + (end - from) + m1len, 0, 512 - (end - from) - m1len);
+	clock_now = 500;
+	CHECK(ppl_redo_feed(r, from, blk, 512) == 0);
+	/* the server's real next write, later */
+	fill(&l, 20, NULL);
+	for (int j = 0; j < 20; j++)
+		want[made++] = 600;
+	clock_now = 600;
+	CHECK(ppl_redo_feed(r, from, l.file + from, syn_off(&l, l.lsn) - from) == 0);
+	uint8_t ck[64];
+	syn_checkpoint(ck, l.lsn, l.lsn);
+	clock_now = 700;
+	CHECK(ppl_redo_feed(r, 4096, ck, sizeof(ck)) == 0);
+	CHECK_EQ_U(s.n, made);
+	for (int i = 0; i < s.n && i < made; i++)
+		CHECK_EQ_U(s.seen[i], want[i]);
 	ppl_redo_reader_free(r);
 	free(l.file);
 }
@@ -757,6 +827,7 @@ int main(void)
 	test_fresh_log();
 	test_whole_and_bytewise();
 	test_tail_rewrite();
+	test_seen();
 	test_file_then_live();
 	test_tail_block_junk();
 	test_junk_over_long_write_tail();

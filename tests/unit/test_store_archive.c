@@ -88,7 +88,7 @@ static int keep(void *arg, const struct ppl_mtr *m)
 	}
 	uint8_t *copy = malloc(m->len);
 	memcpy(copy, m->recs, m->len);
-	v->m[v->n++] = (struct ppl_mtr){m->start_lsn, m->end_lsn, copy, m->len};
+	v->m[v->n++] = (struct ppl_mtr){m->start_lsn, m->end_lsn, copy, m->len, m->seen};
 	return 0;
 }
 

@@ -39,6 +39,9 @@ struct ppl_node_config {
 	 * records are indexed; a restart delivers again what it parses
 	 * again. The store's log archive (store_archive.c). NULL: none. */
 	void (*on_accepted)(void *arg, const struct ppl_mtr *m);
+	/* Optional, with accepted_arg: the clock behind ppl_mtr.seen (when
+	 * MariaDB's writes first held the mtr). */
+	uint64_t (*clock)(void *arg);
 	void *accepted_arg;
 	/* Notes about file-level records (FILE_DELETE, TRIM_PAGES, ...),
 	 * divergences and errors; no function = silent. */

@@ -81,6 +81,11 @@ struct ppl_mtr {
 	uint64_t end_lsn;             /* start_lsn + bytes it occupies in the log */
 	const uint8_t *recs;          /* records, valid only during the callback */
 	size_t len;
+	/* The sink's clock when the server's writes first held this mtr
+	 * whole (0 without a clock). Not when it is parsed: a write's last
+	 * block is final, and parsed, only at the next write, after the
+	 * commit it carries was acknowledged. */
+	uint64_t seen;
 };
 
 struct ppl_redo_sink {
@@ -91,6 +96,10 @@ struct ppl_redo_sink {
 	void (*on_checkpoint)(void *arg, const struct ppl_checkpoint *c);
 	/* A header with a new first LSN: the log was (re)created. */
 	void (*on_header)(void *arg, const struct ppl_log_header *h);
+	/* Optional: read at a feed that carries mtrs further (struct
+	 * ppl_mtr's seen). Bytes a later write changes do not count as held:
+	 * a tail block may carry old buffer contents that frame as mtrs. */
+	uint64_t (*clock)(void *arg);
 };
 
 enum ppl_redo_state {
