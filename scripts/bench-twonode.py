@@ -414,19 +414,24 @@ def report(a, out, runs, datasets):
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump({"arguments": {k: (sorted(v) if isinstance(v, set) else v) for k, v in vars(a).items()},
                    "datasets": datasets, "runs": runs}, f, indent=1)
-    groups = {}
+    groups, every = {}, {}
     for r in runs:
-        groups.setdefault((r["workload"], r["threads"]), {})[r["setup"]] = r
+        every.setdefault((r["workload"], r["threads"]), {}).setdefault(r["setup"], []).append(r)
+    for key, by in every.items():
+        # with --repeat, a set-up's row is its median run (by TPS), and
+        # the TPS of every run is listed beside it
+        groups[key] = {s: sorted(rs, key=lambda r: r["tps"])[(len(rs) - 1) // 2] for s, rs in by.items()}
     lines = [f"# bench-twonode, {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC", "",
              f"- command: `{command_line()}`",
              f"- compute CPUs {sorted(a.compute_cpus)}, storage CPUs {sorted(a.storage_cpus)}, "
-             f"link {a.link_rate or 'loopback, unshaped'}, load {a.load}, {a.seconds} s per run",
+             f"link {a.link_rate or 'loopback, unshaped'}, load {a.load}, {a.seconds} s per run"
+             + (f", {a.repeat} runs per set-up (interleaved; a row is the median run)" if a.repeat > 1 else ""),
              f"- load average when the report was written: {os.getloadavg()[0]:.2f}", ""]
     for name, d in datasets.items():
         lines.append(f"- {name}: {d['bytes'] / 1e6:.0f} MB of table data, buffer pool {d['buffer_pool'] >> 20} MiB")
     head = ("| workload | threads | set-up | TPS | p95 ms | p99 ms | link B/trx | disk B/trx | compute CPU s/1000 trx "
-            "| storage CPU s/1000 trx | gate waits s | wrap waits s | stack / this |")
-    lines += ["", head, "|" + " --- |" * 13]
+            "| storage CPU s/1000 trx | gate waits s | wrap waits s | stack / this | TPS of each run |")
+    lines += ["", head, "|" + " --- |" * 14]
     for (wl, th), by in groups.items():
         stack = by.get("stack")
         for s in SETUPS:
@@ -434,10 +439,12 @@ def report(a, out, runs, datasets):
             if not r:
                 continue
             ratio = f"{stack['tps'] / r['tps']:.2f}x" if stack and r["tps"] and s != "stack" else ""
+            each = ", ".join(f"{x['tps']:.1f}" for x in every[(wl, th)][s])
             lines.append(f"| {wl} | {th} | {s} | {r['tps']:.1f} | {r['p95_ms']} | {r['p99_ms']} "
                          f"| {r['link_bytes_per_trx']:.0f} | {r['disk_bytes_per_trx']:.0f} "
                          f"| {r['compute_cpu_s_per_1000']:.2f} | {r['storage_cpu_s_per_1000']:.2f} "
-                         f"| {r.get('checkpoint_wait_s', '')} | {r.get('log_wrap_wait_s', '')} | {ratio} |")
+                         f"| {r.get('checkpoint_wait_s', '')} | {r.get('log_wrap_wait_s', '')} | {ratio} "
+                         f"| {each} |")
     lat = [(wl, th, by["stack"]) for (wl, th), by in groups.items() if "stack" in by
            and "plain_read_p50_us" in by["stack"]]
     if lat:
@@ -514,11 +521,17 @@ def inner(a):
                 buffer_pool = buffer_pool_for(a, data)
                 datasets[w.label()] = {"bytes": data, "buffer_pool": buffer_pool}
                 for threads in a.threads:
-                    for setup in a.setups:
-                        print(f"{setup}: {w.describe()}, {threads} thread(s), {a.seconds} s", flush=True)
-                        runs.append(one_run(a, work, w, setup, threads, dataset if a.load == "local" else None,
-                                            buffer_pool))
-                        report(a, a.out, runs, datasets)
+                    for rep in range(a.repeat):
+                        # every other round in reverse: a drift of the machine
+                        # over the rounds does not favour one set-up
+                        for setup in (a.setups if rep % 2 == 0 else a.setups[::-1]):
+                            print(f"{setup}: {w.describe()}, {threads} thread(s), {a.seconds} s"
+                                  + (f", run {rep + 1} of {a.repeat}" if a.repeat > 1 else ""), flush=True)
+                            r = one_run(a, work, w, setup, threads, dataset if a.load == "local" else None,
+                                        buffer_pool)
+                            r["run"] = rep + 1
+                            runs.append(r)
+                            report(a, a.out, runs, datasets)
                 shutil.rmtree(os.path.dirname(dataset), ignore_errors=True)
     finally:
         if not a.keep and not a.work:
@@ -537,6 +550,8 @@ def main():
     ap.add_argument("--tables", type=int, default=4)
     ap.add_argument("--table-size", type=int, default=100000, help="rows per sysbench table (default 100000)")
     ap.add_argument("--seconds", type=int, default=60, help="timed run per set-up (default 60)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs per set-up, interleaved across set-ups; the report shows the median and each run")
     ap.add_argument("--load", choices=("local", "through"), default="local",
                     help="load the data once locally and copy it in (default), or through each set-up")
     ap.add_argument("--buffer-pool-pct", type=int, default=10, help="buffer pool as %% of the data (default 10)")
@@ -562,6 +577,8 @@ def main():
     for w in a.workloads:
         if w != "tpcc" and w not in SYSBENCH:
             ap.error(f"--workloads: {w} is none of {', '.join(SYSBENCH)}, tpcc")
+    if a.repeat < 1:
+        ap.error("--repeat: at least 1 run per set-up")
     a.threads = [int(t) for t in a.threads.split(",")]
     a.warehouses = [int(t) for t in a.warehouses.split(",")]
     a.compute_cpus, a.storage_cpus = parse_cpus(a.compute_cpus), parse_cpus(a.storage_cpus)
