@@ -14,6 +14,7 @@ int pool_main(int argc, char **argv, void (*usage)(FILE *));
 /* argv[0] is POOL_PATH; then "stats", "page SPACE:PAGE", "forget-space
  * SPACE" or "metrics". */
 int live_main(int argc, char **argv, void (*usage)(FILE *));
+int backup_main(int argc, char **argv, void (*usage)(FILE *));
 
 /* argv[0] is a libcatcher stats file: printed as OpenMetrics text. */
 int catcher_metrics_main(int argc, char **argv, void (*usage)(FILE *));

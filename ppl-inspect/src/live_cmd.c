@@ -120,6 +120,45 @@ static int backup_cmd(const char *path, const char *dest, bool wait, bool json)
 	}
 }
 
+/* ppl-inspect backup POOL DEST [--no-wait] [--json]: the live backup
+ * request under the name an operator looks for, waiting by default (a
+ * backup command ends when the copy does); DEST relative to the caller's
+ * directory, as the storage node's own is not. */
+int backup_main(int argc, char **argv, void (*usage)(FILE *))
+{
+	const char *pool = NULL, *dest = NULL;
+	bool wait = true, json = false;
+	for (int i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "--no-wait") == 0)
+			wait = false;
+		else if (strcmp(argv[i], "--json") == 0)
+			json = true;
+		else if (pool == NULL)
+			pool = argv[i];
+		else if (dest == NULL)
+			dest = argv[i];
+		else {
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (pool == NULL || dest == NULL) {
+		usage(stderr);
+		return 2;
+	}
+	char path[4096], abs_dest[4096], cwd[4096];
+	if (dest[0] != '/') {
+		if (getcwd(cwd, sizeof cwd) == NULL ||
+		    (size_t)snprintf(abs_dest, sizeof abs_dest, "%s/%s", cwd, dest) >= sizeof abs_dest) {
+			fprintf(stderr, "ppl-inspect: cannot make %s an absolute path: give one\n", dest);
+			return 2;
+		}
+		dest = abs_dest;
+	}
+	snprintf(path, sizeof(path), "%s.ctl", pool);
+	return backup_cmd(path, dest, wait, json);
+}
+
 int live_main(int argc, char **argv, void (*usage)(FILE *))
 {
 	const char *pool = NULL, *what = NULL, *page = NULL;

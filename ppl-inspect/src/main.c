@@ -2,6 +2,7 @@
  *   pool             the per-page log pool file (create, check, info, dump)
  *   live             a running export's figures and pending records, as
  *                    JSON, or its metrics as OpenMetrics text
+ *   backup           a base copy of the datadir, made by the storage node
  *   archive          a log archive's window, every record checked
  *   clone            a datadir at an LSN or a time, from a base and the archive
  *   catcher-metrics  libcatcher's stats file as OpenMetrics text
@@ -28,6 +29,7 @@ static void usage(FILE *f)
 		"       ppl-inspect live POOL_PATH backup [DEST] [--wait] [--json]\n"
 		"       ppl-inspect live POOL_PATH crash-at POINT:N [--json]\n"
 		"       ppl-inspect live POOL_PATH fault [OP:FILES:EFFECT[:COUNT] | clear] [--json]\n"
+		"       ppl-inspect backup POOL_PATH DEST [--no-wait] [--json]\n"
 		"       ppl-inspect archive DIR [--json]\n"
 		"       ppl-inspect clone --at LSN|TIME (--base BASE | --archive DIR) DEST\n"
 		"       ppl-inspect catcher-metrics STATS_FILE\n"
@@ -52,7 +54,8 @@ static void usage(FILE *f)
 		"directory outside the export) on a thread of its own, each page as it serves it,\n"
 		"and write DEST/ppl-base.json with the LSNs a clone can start from; it needs the\n"
 		"export's log archive. Without DEST it says how the last copy went; --wait prints\n"
-		"progress each second until the copy ends (exit 1 if it failed).\n"
+		"progress each second until the copy ends (exit 1 if it failed). backup POOL_PATH DEST\n"
+		"is the same request, waiting with progress unless --no-wait.\n"
 		"archive reads the log archive in DIR (an export's Archive_Path), checking every\n"
 		"record and the chain of LSNs, and says what it holds: its LSN window, the times its\n"
 		"first and last mini-transactions were accepted, its segments and size.\n"
@@ -94,6 +97,8 @@ int main(int argc, char **argv)
 		return config_main(argc - 2, argv + 2, usage);
 	if (argc >= 3 && strcmp(argv[1], "clone") == 0)
 		return clone_main(argc - 2, argv + 2, usage);
+	if (argc >= 3 && strcmp(argv[1], "backup") == 0)
+		return backup_main(argc - 2, argv + 2, usage);
 	if (argc >= 3 && strcmp(argv[1], "archive") == 0)
 		return archive_main(argc - 2, argv + 2, usage);
 	if (argc >= 2 && strcmp(argv[1], "catcher-metrics") == 0)

@@ -63,8 +63,8 @@ def utc(ns):
     return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
 
 
-def inspect(*args, check=True):
-    r = subprocess.run([paths.tool("ppl-inspect"), *args], capture_output=True, text=True, timeout=600)
+def inspect(*args, check=True, cwd=None):
+    r = subprocess.run([paths.tool("ppl-inspect"), *args], capture_output=True, text=True, timeout=600, cwd=cwd)
     if check:
         assert r.returncode == 0, r.stderr + r.stdout
     return r
@@ -131,7 +131,8 @@ def test_clones_at_points_in_time(tmp_path):
         writer.start()
         time.sleep(3)
         base = tmp_path / "base"
-        r = inspect("live", s.pool, "backup", str(base), "--wait", "--json")
+        # the operator's form: waits for the copy, DEST relative to the caller
+        r = inspect("backup", s.pool, "base", "--json", cwd=tmp_path)
         b = json.loads(r.stdout)["backup"]
         assert b["state"] == "done" and b["end_lsn"] >= b["start_lsn"] > 0, b
         assert os.path.exists(base / "ppl-base.json")
