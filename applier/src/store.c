@@ -96,6 +96,9 @@ struct ppl_store *ppl_store_new(const char *datadir, const struct ppl_store_env 
 		return NULL;
 	}
 	pthread_mutex_init(&e->log_lock, NULL);
+	pthread_mutex_init(&e->q_lock, NULL);
+	pthread_cond_init(&e->q_work, NULL);
+	pthread_cond_init(&e->q_done, NULL);
 	pthread_mutex_init(&e->order_lock, NULL);
 	pthread_mutex_init(&e->stripe_lock, NULL);
 	pthread_cond_init(&e->stripe_cond, NULL);
@@ -167,6 +170,7 @@ void ppl_store_free(struct ppl_store *e)
 	store_stop_backup(e); /* it reads through the store */
 	if (e->elision)
 		ppl_elision_server_stop(e->elision);
+	store_behind_stop(e); /* the writes it holds are ingested first */
 	store_stop_workers(e);
 	store_stop_archive(e);
 	/* A clean stop leaves a datadir MariaDB can use without this node:
@@ -199,6 +203,9 @@ void ppl_store_free(struct ppl_store *e)
 	ppl_datadir_close(e->dd);
 	ppl_page_cache_free(e->cache);
 	pthread_mutex_destroy(&e->log_lock);
+	pthread_mutex_destroy(&e->q_lock);
+	pthread_cond_destroy(&e->q_work);
+	pthread_cond_destroy(&e->q_done);
 	pthread_mutex_destroy(&e->order_lock);
 	ppl_filemap_free(e->files);
 	free(e->datadir);
@@ -315,6 +322,8 @@ int ppl_store_start_elision(struct ppl_store *e, const struct ppl_config *c, cha
 	if (ppl_elision_server_start(&sc, &e->elision, err, errlen) != 0)
 		return -1;
 	store_start_workers(e, c->apply_threads);
+	if (c->ingest_behind && store_behind_start(e, err, errlen) != 0)
+		return -1;
 	return 0;
 }
 
@@ -351,6 +360,7 @@ void ppl_store_file_gone(struct ppl_store *e, uint64_t fileid)
 	 * space's file and its elided pages as they are: only the file the
 	 * space is bound to (by the map, or a note of the datadir's), or the
 	 * last file that holds it, takes the space with it. */
+	store_behind_drain(e); /* what the log says of it first (FILE_DELETE) */
 	uint32_t space, bound;
 	bool mapped = store_map_get(e, fileid, &space);
 	if (mapped || (e->dd && ppl_datadir_space_of(e->dd, fileid, &space) == 0)) {

@@ -154,6 +154,8 @@ void store_archive_accept(void *arg, const struct ppl_mtr *m)
 
 uint64_t ppl_store_log_mark(struct ppl_store *e)
 {
+	if (store_behind_on(e))
+		return store_behind_mark(e); /* a count of writes: store_behind.c */
 	rcu_read_lock();
 	struct ppl_node *n = store_node_of(e);
 	uint64_t lsn = n ? ppl_node_parsed_lsn(n) : 0;
@@ -161,7 +163,7 @@ uint64_t ppl_store_log_mark(struct ppl_store *e)
 	return lsn;
 }
 
-static void log_durable_to(struct ppl_store *e, uint64_t lsn)
+void store_log_durable_to(struct ppl_store *e, uint64_t lsn)
 {
 	uint64_t was = __atomic_load_n(&e->log_durable_lsn, __ATOMIC_RELAXED);
 	while (was < lsn && !__atomic_compare_exchange_n(&e->log_durable_lsn, &was, lsn, false, __ATOMIC_RELEASE,
@@ -172,8 +174,12 @@ static void log_durable_to(struct ppl_store *e, uint64_t lsn)
 void ppl_store_log_synced(struct ppl_store *e, uint64_t fileid, uint64_t mark)
 {
 	/* a sync of another datadir's log says nothing of this one */
-	if (fileid == __atomic_load_n(&e->log_fileid, __ATOMIC_RELAXED))
-		log_durable_to(e, mark);
+	if (fileid != __atomic_load_n(&e->log_fileid, __ATOMIC_RELAXED))
+		return;
+	if (store_behind_on(e))
+		store_behind_synced(e, mark);
+	else
+		store_log_durable_to(e, mark);
 }
 
 /* One flush up to the log's durable end: 0, or -1 (counted, and said
@@ -450,6 +456,7 @@ void store_archive_before_overwrite(struct ppl_store *e, uint64_t over_lsn)
 	 * before archiving began */
 	if (durable >= over_lsn || f.end_lsn == 0 || over_lsn <= f.first_lsn)
 		return;
+	store_behind_drain(e); /* writes queued behind their replies may carry the syncs */
 	flush_once(e);
 	durable = ppl_archive_durable_lsn(e->archive);
 	if (durable < over_lsn)
@@ -540,7 +547,7 @@ void store_archive_ingest_started(struct ppl_store *e, uint64_t parsed)
 {
 	/* the log file as it was found at start survived whatever came
 	 * before: what parses in it is durable */
-	log_durable_to(e, parsed);
+	store_log_durable_to(e, parsed);
 }
 
 void store_archive_figures(struct ppl_store *e, struct ppl_store_figures *f)

@@ -787,6 +787,7 @@ int store_checkpoint_gate(struct ppl_store *e, uint64_t off, const struct iovec 
 	uint64_t ckpt = c.lsn, end = c.end_lsn;
 	if (ckpt == 0)
 		return 0;
+	store_behind_drain(e); /* the log up to the checkpoint may wait in the queue */
 	rcu_read_lock();
 	struct ppl_node *n = store_node_of(e);
 	int rc = n ? gate(e, n, ckpt, end) : 0;
@@ -982,6 +983,7 @@ static unsigned decide_page(struct ppl_store *e, struct ppl_node *n, const struc
 
 unsigned ppl_store_elide(struct ppl_store *e, const struct ppl_elision_page *pg)
 {
+	store_behind_drain_to(e, pg->lsn); /* the log writes that carry the page's records */
 	rcu_read_lock();
 	struct ppl_node *n = store_node_of(e);
 	unsigned v = n ? decide_page(e, n, pg) : PPL_ELIDE_NACK_NOT_DURABLE;

@@ -207,6 +207,9 @@ bool store_log_vouched(struct ppl_store *e, struct ppl_node *n, uint64_t lsn)
 {
 	if (ppl_node_parsed_lsn(n) >= lsn)
 		return true;
+	/* (With Ingest_Behind the callers drained the queue before they took
+	 * the node: store_behind.c; never here, inside an RCU read section
+	 * the ingest thread may be waiting for.) */
 	pthread_mutex_lock(&e->log_lock);
 	if (e->started && !e->stopped && e->node == n) {
 		if (ppl_node_log_durable_if_whole(n, lsn) < 0)
@@ -870,7 +873,7 @@ static int start_ingest(struct ppl_store *e, uint64_t write_end)
 		return -1;
 	}
 	uint64_t from = ppl_redo_offset_of(r, start);
-	e->log_capacity = size - area;
+	__atomic_store_n(&e->log_capacity, size - area, __ATOMIC_RELAXED);
 	__atomic_store_n(&e->gated_ckpt, ck->lsn, __ATOMIC_RELAXED);
 	if (e->pool != NULL && load_pool(e, e->building, start, ck->lsn, size - area) != 0)
 		return -1;
@@ -1053,6 +1056,14 @@ static bool is_checkpoint_block(uint64_t off, size_t len)
 int ppl_store_log_write(struct ppl_store *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
 			 size_t len)
 {
+	if (store_behind_on(e))
+		return store_behind_enqueue(e, fileid, off, iov, iovcnt, len);
+	return store_log_ingest(e, fileid, off, iov, iovcnt, len);
+}
+
+int store_log_ingest(struct ppl_store *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
+		     size_t len)
+{
 	PPL_CRASH(LOG_WRITTEN);
 	/* One log at a time: while the one followed is written, writes of
 	 * another datadir's log under the same export are passed through
@@ -1172,12 +1183,14 @@ static bool other_log(struct ppl_store *e, uint64_t fileid)
 
 void ppl_store_log_replaced(struct ppl_store *e, uint64_t old_fileid)
 {
+	store_behind_drain(e); /* the old log's last writes first */
 	if (!other_log(e, old_fileid))
 		detach(e, "ib_logfile0 was replaced (log resize or re-creation)");
 }
 
 void ppl_store_log_gone(struct ppl_store *e, uint64_t fileid)
 {
+	store_behind_drain(e);
 	if (!other_log(e, fileid))
 		detach(e, "ib_logfile0 was removed");
 }

@@ -25,6 +25,7 @@
 
 #define STRIPES 1024u
 #define WIPED_KEPT 64u
+#define BEHIND_MARKS 256u
 
 #define SLOG(e, level, ...) PPL_LOG(&(e)->env.log, level, __VA_ARGS__)
 
@@ -37,6 +38,17 @@ struct ppl_store {
 	char *exportdir;
 	char *datadir;                 /* where ib_logfile0 is: the export, or a directory in it */
 	pthread_mutex_t log_lock;      /* ingest is one thread at a time (node.h) */
+	/* Ingest_Behind (store_behind.c): log writes queued for the ingest
+	 * thread, all under q_lock */
+	pthread_mutex_t q_lock;
+	pthread_cond_t q_work, q_done;  /* a write queued; a write ingested */
+	pthread_t q_thread;
+	bool behind, q_stop;            /* behind: the thread runs (atomic reads too) */
+	struct log_job *q_head, *q_tail;
+	uint64_t q_in, q_out, q_bytes;  /* writes handed over, ingested; bytes waiting */
+	uint64_t q_synced;              /* a synced mark the thread has not reached */
+	uint64_t q_parsed_at[BEHIND_MARKS]; /* parsed LSN after write k, at k % BEHIND_MARKS */
+	uint64_t behind_max_bytes, behind_waits, behind_wait_ns, behind_inline;
 	pthread_mutex_t order_lock;    /* held from a log write's begin to its end */
 	struct ppl_node *node;         /* published once started, under log_lock */
 	struct ppl_node *building;     /* not yet started: no reader sees it */
@@ -269,6 +281,28 @@ struct due {
 int store_stat(const struct ppl_store *e, const char *path, struct stat *st);
 /* The host's monotonic clock (ppl_store_env.now_ns), or CLOCK_MONOTONIC. */
 uint64_t store_now_ns(const struct ppl_store *e);
+/* A log write as the synchronous path ingests it (store_ingest.c): from
+ * ppl_store_log_write, or from the ingest thread in the order written. */
+int store_log_ingest(struct ppl_store *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
+		     size_t len);
+/* Ingest_Behind (store_behind.c). drain: every log write handed over
+ * before the call is ingested (no-op without the thread, or on it). */
+int store_behind_start(struct ppl_store *e, char *err, size_t errlen);
+void store_behind_stop(struct ppl_store *e);
+bool store_behind_on(struct ppl_store *e);
+int store_behind_enqueue(struct ppl_store *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
+			 size_t len);
+void store_behind_drain(struct ppl_store *e);
+/* The same, only when the log is not parsed up to lsn. */
+void store_behind_drain_to(struct ppl_store *e, uint64_t lsn);
+uint64_t store_behind_mark(struct ppl_store *e);
+void store_behind_synced(struct ppl_store *e, uint64_t k);
+void store_behind_figures(struct ppl_store *e, struct ppl_store_figures *f);
+/* "; ingest behind the replies: ..." for the stats line, or nothing (0). */
+int store_behind_format(struct ppl_store *e, char *buf, size_t len);
+/* The log file is durable up to lsn: the archive may flush that far. */
+void store_log_durable_to(struct ppl_store *e, uint64_t lsn);
+
 /* The published node; outside log_lock only inside an RCU read-side section. */
 struct ppl_node *store_node_of(struct ppl_store *e);
 /* The logger the store gives its parts: their lines under the datadir's name. */

@@ -120,6 +120,16 @@ static json_object *stats_json(struct ppl_store *e)
 		put_u64(x, "refused_disk_failing", f.elide_refused_disk);
 		json_object_object_add(o, "elision", x);
 	}
+	if (f.ingest_behind) {
+		x = json_object_new_object();
+		put_u64(x, "writes_waiting", f.behind_writes);
+		put_u64(x, "bytes_waiting", f.behind_bytes);
+		put_u64(x, "max_bytes_waiting", f.behind_max_bytes);
+		put_u64(x, "waits_for_room", f.behind_waits);
+		json_object_object_add(x, "wait_for_room_s", json_object_new_double((double)f.behind_wait_ns / 1e9));
+		put_u64(x, "parsed_in_place", f.behind_inline);
+		json_object_object_add(o, "ingest_behind", x);
+	}
 	if (f.archive) {
 		x = json_object_new_object();
 		put_u64(x, "first_lsn", f.archive_first_lsn);

@@ -119,6 +119,14 @@ char *ppl_store_metrics(struct ppl_store *e)
 			       "materialized (I3)", f.log_wraps_held);
 		ppl_om_counter_seconds(&m, "ppl_log_wrap_wait_seconds",
 				       "Time MariaDB log writes were held by the wrap guard", f.log_wrap_wait_ns);
+		if (f.ingest_behind) {
+			ppl_om_gauge(&m, "ppl_ingest_behind_bytes", NULL,
+				     "Log bytes answered and waiting to be parsed (Ingest_Behind)", f.behind_bytes);
+			ppl_om_counter(&m, "ppl_ingest_behind_waits", NULL,
+				       "Log writes that waited for room in the ingest queue", f.behind_waits);
+			ppl_om_counter_seconds(&m, "ppl_ingest_behind_wait_seconds",
+					       "Time log writes waited for room in the ingest queue", f.behind_wait_ns);
+		}
 		ppl_om_gauge(&m, "ppl_disk_failing", NULL,
 			     "1 while the data files' disk fails materializations: no page is elided", f.disk_failing);
 		ppl_om_counter(&m, "ppl_disk_failures", NULL,

@@ -607,6 +607,11 @@ int ppl_store_write_begin(struct ppl_store *e, bool is_log, uint64_t fileid, uin
 			pthread_mutex_lock(&e->order_lock);
 		return rc;
 	}
+	/* MariaDB writes a page only after the log up to its LSN is durable
+	 * (WAL), so the page write comes after the log writes that carry its
+	 * records: with those queued (Ingest_Behind), they are parsed first,
+	 * as they would have been before their replies */
+	store_behind_drain(e);
 	if (e->pool == NULL || len == 0) {
 		if (len != 0)
 			zero_pages(e, fileid, off, iov, iovcnt, len);

@@ -118,15 +118,20 @@ uint64_t store_log_write_end_lsn(struct ppl_node *n, uint64_t off, size_t len, u
 	return parsed + (uint64_t)ppl_redo_distance_at(r, off, parsed) + len;
 }
 
-int store_wrap_guard(struct ppl_store *e, uint64_t off, size_t len)
+static int wrap_guard(struct ppl_store *e, uint64_t off, size_t len, bool drained)
 {
-	if (e->pool == NULL || e->pool_keeps_nothing || off < ppl_dialect_mariadb_10_8.area_start || len == 0)
-		return 0;
 	int rc = 0;
 	rcu_read_lock();
 	struct ppl_node *n = store_node_of(e);
 	uint64_t cap = 0, end = n && !STOPPED(e) ? store_log_write_end_lsn(n, off, len, &cap) : 0;
 	/* the common case, one load: the write stays short of the restart point */
+	if (end > cap && end - cap > ppl_pool_durable_lsn(e->pool) && !drained && store_behind_on(e)) {
+		/* with log writes waiting to be parsed (Ingest_Behind), the
+		 * restart point lags them: parse them first, then look again */
+		rcu_read_unlock();
+		store_behind_drain(e);
+		return wrap_guard(e, off, len, true);
+	}
 	if (end > cap && end - cap > ppl_pool_durable_lsn(e->pool)) {
 		uint64_t over = end - cap, t0 = store_now_ns(e);
 		size_t done = 0, failed = 0;
@@ -153,6 +158,13 @@ int store_wrap_guard(struct ppl_store *e, uint64_t off, size_t len)
 	}
 	rcu_read_unlock();
 	return rc;
+}
+
+int store_wrap_guard(struct ppl_store *e, uint64_t off, size_t len)
+{
+	if (e->pool == NULL || e->pool_keeps_nothing || off < ppl_dialect_mariadb_10_8.area_start || len == 0)
+		return 0;
+	return wrap_guard(e, off, len, false);
 }
 
 void store_keep_ahead(struct ppl_store *e, struct ppl_node *n, unsigned idx)

@@ -235,6 +235,7 @@ static struct config_item ppl_params[] = {
 	CONF_ITEM_STR("Elision_Token", 0, 4095, NULL, ppl_args, cfg.elision_token),
 	CONF_ITEM_BOOL("Verify", false, ppl_args, cfg.verify),
 	CONF_ITEM_BOOL("Allow_Volatile_Pool", false, ppl_args, cfg.allow_volatile_pool),
+	CONF_ITEM_BOOL("Ingest_Behind", false, ppl_args, cfg.ingest_behind),
 	CONF_ITEM_UI32("Stats_Interval", 0, UINT32_MAX, PPL_DEFAULT_STATS_INTERVAL, ppl_args,
 		       cfg.stats_interval),
 	CONF_ITEM_STR("Metrics_Address", 0, 255, PPL_DEFAULT_METRICS_ADDRESS, ppl_args, cfg.metrics_address),

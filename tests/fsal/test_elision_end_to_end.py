@@ -16,6 +16,8 @@ I5, I6):
   checkpoints could pass its records) or is recovered from the log."""
 import os
 
+import pytest
+
 from lib.mariadb import MariaDB, assert_checked
 from lib.stack import Stack, require_stack
 
@@ -32,9 +34,12 @@ def check_tables(db):
     assert_checked(db.sql("CHECK TABLE " + ",".join(f"sbtest.sbtest{i}" for i in range(1, TABLES + 1))))
 
 
-def test_elision_end_to_end(tmp_path):
+@pytest.mark.parametrize("ingest", ["in-reply", "behind"])
+def test_elision_end_to_end(tmp_path, ingest):
+    """ingest=behind: the same with Ingest_Behind = true, log WRITEs
+    answered before they are parsed (applier/src/store_behind.c)."""
     require_stack()
-    s = Stack(tmp_path, options=OPTIONS)
+    s = Stack(tmp_path, options=OPTIONS, fsal_extra="Ingest_Behind = true;" if ingest == "behind" else "")
     db = s.db
     try:
         s.start()

@@ -6,6 +6,8 @@ InnoDB itself, page by page, under sysbench's write workloads: thousands
 of pages compared, zero divergences."""
 import re
 
+import pytest
+
 from lib.stack import Stack, require_stack, verify_counts
 from lib.mariadb import assert_checked
 
@@ -15,11 +17,16 @@ OPTIONS = ["--innodb-buffer-pool-size=8M", "--innodb-log-file-size=16M", "--inno
 WORKLOADS = ("oltp_insert", "oltp_update_index", "oltp_write_only", "oltp_read_write")
 
 
-def test_verify_mode_zero_divergences(tmp_path):
+@pytest.mark.parametrize("ingest", ["in-reply", "behind"])
+def test_verify_mode_zero_divergences(tmp_path, ingest):
+    """ingest=behind: Ingest_Behind = true (it needs the pool, so the
+    storage node's elision service is on; libcatcher still only counts):
+    every page write compared with the log parsed behind the replies."""
     require_stack()
     # libcatcher only counts: every page write reaches the storage node
-    s = Stack(tmp_path, options=OPTIONS, catcher_mode="passthrough", storage_elision=False,
-              fsal_extra="Verify = true;")
+    behind = ingest == "behind"
+    s = Stack(tmp_path, options=OPTIONS, catcher_mode="passthrough", storage_elision=behind,
+              fsal_extra="Verify = true;" + (" Ingest_Behind = true;" if behind else ""))
     try:
         s.start()
         db = s.db
@@ -36,6 +43,9 @@ def test_verify_mode_zero_divergences(tmp_path):
         s.stop()
     log = s.storage_log()
     assert "Verify=on" in log
+    assert ("Ingest_Behind=yes" in log) == behind
+    if behind:  # the final stats line: the queue was used, and is empty at the stop
+        assert re.search(r"ingest behind the replies: 0 write\(s\) of 0 B waiting \(at most [1-9]", log), log[-3000:]
     counts = verify_counts(log)
     assert counts, log[-3000:]
     v = counts[-1]

@@ -49,6 +49,7 @@ struct host {
 	int nlines;
 	const struct ppl_io *io;     /* the store's file I/O (NULL: POSIX); set after host_make */
 	bool allow_volatile_pool;    /* Allow_Volatile_Pool */
+	bool ingest_behind;          /* Ingest_Behind (also with PPL_TEST_INGEST_BEHIND=1 in the environment) */
 	size_t page_cache;           /* Page_Cache_Size (0: off) */
 	struct ppl_store *s;
 };
@@ -318,7 +319,9 @@ static inline int host_store_elision(struct host *h, const char *pool_path, unsi
 	struct ppl_config c = {.pool_path = (char *)pool_path, .block_size = 64, .max_per_page = 256,
 			       .apply_threads = apply_threads, .elision_address = "127.0.0.1", .elision_port = 0,
 			       .elision_clients = "127.0.0.1", .elision_token = "t",
-			       .allow_volatile_pool = h->allow_volatile_pool};
+			       .allow_volatile_pool = h->allow_volatile_pool,
+			       .ingest_behind = h->ingest_behind || (getenv("PPL_TEST_INGEST_BEHIND") &&
+								     strcmp(getenv("PPL_TEST_INGEST_BEHIND"), "1") == 0)};
 	return ppl_store_start_elision(*out, &c, err, errlen);
 }
 

@@ -583,6 +583,7 @@ static void test_log_still_arriving(void)
 	CHECK(truncate(h.log_path, (off_t)(h.l.size - 8192)) == 0);
 	host_start(&h);
 	CHECK_EQ_U(host_log_write(&h, h.l.size - 8192, h.l.file + h.l.size - 8192, 8192), 0);
+	ppl_store_log_drain(h.s);
 	CHECK(logged(&h, "past the"));
 	/* well past one wrap of the 1 MiB area, with checkpoints as MariaDB makes them */
 	static uint8_t scratch[PS];

@@ -45,19 +45,22 @@
  * writes, verify, the stripes), store_gate.c (the elided set, settle and
  * materialize, the checkpoint gate, the elision decision), store_wrap.c
  * (the restart point and the log-wrap guard, I3), store_workers.c
- * (Apply_Threads), store_archive.c (the log archive, Archive_Path) and
- * store_figures.c (figures, stats lines); they share
+ * (Apply_Threads), store_archive.c (the log archive, Archive_Path),
+ * store_behind.c (log writes parsed behind their replies, Ingest_Behind)
+ * and store_figures.c (figures, stats lines); they share
  * store_internal.h. The POSIX I/O table is applier/src/io_posix.c.
  *
  * Threads. The host's threads call in concurrently; the store adds the
  * elision service's threads (applier/src/elision_server.c), Apply_Threads
- * workers (settle pages ahead of checkpoints, clean the pool) and
- * liburcu's call_rcu thread. Every thread that calls in is an RCU reader
+ * workers (settle pages ahead of checkpoints, clean the pool), with
+ * Ingest_Behind the ingest thread (store_behind.c), and liburcu's
+ * call_rcu thread. Every thread that calls in is an RCU reader
  * (urcu-bp registers it): the published node is freed only after a grace
  * period.
  *
  * Locks, in the order they may be taken (never the other way):
  *     order_lock -> log_lock          a log write, begin to end; then ingest
+ *     order_lock -> q_lock -> log_lock  Ingest_Behind: queued, or parsed in place
  *     gate_lock  -> stripe_lock       one gate or materialization pass; one page
  *     elided_lock, missing_lock,      leaves: nothing is taken under them
  *     work_lock
@@ -89,7 +92,11 @@
  *   NONE ----- a log write from its first byte (ppl_store_log_write) --> COPYING
  *   COPYING -- MariaDB's checkpoint block, or a write behind the copy -> BUILDING
  *
- *   STARTED: every log write parsed before its WRITE is answered.
+ *   STARTED: every log write parsed before its WRITE is answered; with
+ *     Ingest_Behind, after, on the ingest thread in the order written, and
+ *     whatever depends on it (an elision question past the parse, a page
+ *     write, the checkpoint gate, the guards, a removal) waits for the
+ *     queue first (store_behind.c).
  *   HELD TAIL: the log file's last bytes after a restart are not known to
  *     be final; a read of a page they touch waits until they are parsed.
  *   START PENDING (start_pending): no node yet, and which pages the
@@ -166,6 +173,10 @@ void ppl_store_start_from_disk(struct ppl_store *e);
  * elided). */
 int ppl_store_log_write(struct ppl_store *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
 			 size_t len);
+/* Returns once every log write handed to ppl_store_log_write before the
+ * call has been parsed: at once, unless Ingest_Behind queues them
+ * (store_behind.c). For a host about to look at what they did. */
+void ppl_store_log_drain(struct ppl_store *e);
 /* The log file was replaced (ib_logfile101 renamed over the file
  * old_fileid, 0 if none): start over, if it was the log followed. */
 void ppl_store_log_replaced(struct ppl_store *e, uint64_t old_fileid);
@@ -269,6 +280,12 @@ struct ppl_store_figures {
 	bool archive, archive_broken;
 	uint64_t archive_first_lsn, archive_end_lsn, archive_durable_lsn, archive_segments, archive_bytes;
 	uint64_t archive_buffered, archive_flush_failures, log_durable_lsn;
+	/* Ingest_Behind (store_behind.c): log writes answered and waiting to
+	 * be parsed, and their bytes; the most bytes that ever waited; writes
+	 * that waited for room in the queue, and for how long; writes parsed
+	 * in the caller's thread for want of memory for a copy */
+	bool ingest_behind;
+	uint64_t behind_writes, behind_bytes, behind_max_bytes, behind_waits, behind_wait_ns, behind_inline;
 };
 void ppl_store_figures(struct ppl_store *e, struct ppl_store_figures *f);
 /* The index and the pool, for one page's dump; NULL when there is none.

@@ -52,6 +52,9 @@ struct ppl_config {
 	 * NVDIMM: the operator takes the risk of a power loss (false: it
 	 * keeps none there, every page the checkpoint needs is written) */
 	bool allow_volatile_pool;
+	/* Log WRITEs answered once written; parsed behind the reply on a
+	 * thread of the store's (store_behind.c) */
+	bool ingest_behind;
 	uint32_t stats_interval;      /* seconds; 0: no periodic stats line */
 	char *metrics_address;
 	uint16_t metrics_port;        /* 0: no metrics endpoint */
