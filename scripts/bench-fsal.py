@@ -6,8 +6,10 @@ A backup of a private MariaDB is taken while sysbench oltp_write_only runs
 (tests/fsal/test_fsal_oracle.py's recipe), so its data files are older than
 its log. Each export (PPL over VFS, then VFS alone) gets the backup's data
 files; the log is written over NFS (libnfs) in WRITE_KIB writes followed
-by one COMMIT, and timed: on PPL every write is parsed before it is
-acknowledged. Then every page of every data file is read with one 16 KiB
+by one COMMIT, and timed, each WRITE's reply too: on PPL every write is
+parsed before it is acknowledged; on a third export, PPL with
+Ingest_Behind = true, after, and the time until its parse caught up is
+taken from its live stats (asked every 5 ms). Then every page of every data file is read with one 16 KiB
 READ each, timed one by one; on PPL the pages the log changed (those that
 differ between the backup and `mariadb-backup --prepare`) come back
 rebuilt. Then, on PPL only, its elision service is asked about those
@@ -61,9 +63,25 @@ def ask(port, questions, seconds, depth):
     return json.loads(r.stdout)
 
 
-def run(base, backup, log, fsal, plugins, write_kib, changed, elision=None):
+def parse_done_s(pool, t0, timeout=120):
+    """With Ingest_Behind: seconds from t0 until the storage node has
+    parsed every log write it answered (its live stats, asked every 5 ms)."""
+    end = time.time() + timeout
+    while time.time() < end:
+        r = subprocess.run([paths.tool("ppl-inspect"), "live", pool, "stats", "--json"],
+                           capture_output=True, text=True)
+        if r.returncode == 0 and json.loads(r.stdout).get("ingest_behind", {}).get("writes_waiting", 1) == 0:
+            return time.perf_counter() - t0
+        time.sleep(0.005)
+    sys.exit("bench-fsal: the storage node did not finish parsing the log it answered within "
+             f"{timeout} s")
+
+
+def run(base, backup, log, fsal, plugins, write_kib, changed, elision=None, behind_pool=None):
     """elision: (port, true questions file, LSN-1 file, seconds), asked
-    after the reads; their figures are returned last."""
+    after the reads; their figures are returned last. behind_pool: the
+    export has Ingest_Behind; the time until its parse caught up is
+    measured too."""
     export = os.path.join(base, "export")
     shutil.copytree(backup, export, ignore=shutil.ignore_patterns("ib_logfile0"))
     answers = {}
@@ -84,10 +102,14 @@ def run(base, backup, log, fsal, plugins, write_kib, changed, elision=None):
             # The rest is timed: MariaDB's live log writes, each parsed
             # on FSAL_PPL before its reply.
             t = time.perf_counter()
+            write_us = []
             for off in range(live_from, len(log), chunk):
+                tw = time.perf_counter()
                 c.pwrite(fh, log[off:off + chunk], off)
+                write_us.append((time.perf_counter() - tw) * 1e6)
             c.fsync(fh)
             ingest_s = time.perf_counter() - t
+            parsed_s = parse_done_s(behind_pool, t) if behind_pool else ingest_s
             c.close_file(fh)
             lat_changed, lat_other = [], []
             for rel, path in data_files(export).items():
@@ -107,7 +129,8 @@ def run(base, backup, log, fsal, plugins, write_kib, changed, elision=None):
                 answers[("true", depth)] = ask(port, good, seconds, depth)
     text = g.log_text()
     engine = [line for line in text.splitlines() if "| engine:" in line]
-    return ingest_s, lat_changed, lat_other, engine[-1].split("| ", 1)[1] if engine else "", answers
+    return (ingest_s, lat_changed, lat_other, engine[-1].split("| ", 1)[1] if engine else "", answers, write_us,
+            parsed_s)
 
 
 def live_split(log):
@@ -178,21 +201,34 @@ def main():
               f'FSAL {{ Name = PPL; Pool_Path = "{pool}"; Stats_Interval = 0; Elision_Port = {port}; '
               f'Elision_Token = "{TOKEN}"; FSAL {{ Name = VFS; }} }}', plugins, a.write_kib, changed,
               elision=(port, good, ahead, a.elision_seconds))
+    os.makedirs(os.path.join(base, "behind", "pmem"))
+    bpool = os.path.join(base, "behind", "pmem", "ppl.pool")
+    subprocess.run([paths.tool("ppl-inspect"), "pool", "create", bpool, "--identity",
+                    os.path.join(base, "behind", "export"), "--size", "64M"], check=True, stdout=subprocess.DEVNULL)
+    behind = run(os.path.join(base, "behind"), backup, log,
+                 f'FSAL {{ Name = PPL; Pool_Path = "{bpool}"; Stats_Interval = 0; Ingest_Behind = true; '
+                 f'FSAL {{ Name = VFS; }} }}', plugins, a.write_kib, changed, behind_pool=bpool)
     vfs = run(os.path.join(base, "vfs"), backup, log, "FSAL { Name = VFS; }", plugins, a.write_kib, changed)
-    if "parsed to LSN" not in ppl[3] or "INGEST STOPPED" in ppl[3] or "rebuild failures 0" not in ppl[3]:
-        sys.exit(f"bench-fsal: the storage node did not ingest the log, nothing measured: {ppl[3] or 'no stats line'}")
+    for name, r in (("FSAL_PPL", ppl), ("FSAL_PPL with Ingest_Behind", behind)):
+        if "parsed to LSN" not in r[3] or "INGEST STOPPED" in r[3] or "rebuild failures 0" not in r[3]:
+            sys.exit(f"bench-fsal: {name} did not ingest the log, nothing measured: {r[3] or 'no stats line'}")
     live_from, _ck = live_split(log)
     mb = (len(log) - live_from) / 1e6
     print(f"log {len(log) / 1e6:.1f} MB, of which {mb:.1f} MB from its checkpoint on written as MariaDB's live log "
           f"writes in {a.write_kib} KiB WRITEs (timed); {len(changed)} pages changed by the log; "
           f"backup under sysbench oltp_write_only {a.tables}x{a.table_size} for {a.seconds} s\n")
-    print("| | FSAL_PPL over VFS | FSAL_VFS |")
-    print("|---|---:|---:|")
-    print(f"| log ingest (write + COMMIT) | {mb / ppl[0]:.1f} MB/s ({ppl[0]:.2f} s) | {mb / vfs[0]:.1f} MB/s "
-          f"({vfs[0]:.2f} s) |")
+    print("| | FSAL_PPL over VFS | FSAL_PPL, Ingest_Behind | FSAL_VFS |")
+    print("|---|---:|---:|---:|")
+    print(f"| log written (WRITEs + COMMIT answered) | {mb / ppl[0]:.1f} MB/s ({ppl[0]:.2f} s) "
+          f"| {mb / behind[0]:.1f} MB/s ({behind[0]:.2f} s) | {mb / vfs[0]:.1f} MB/s ({vfs[0]:.2f} s) |")
+    print(f"| log parsed (from the first WRITE) | {mb / ppl[6]:.1f} MB/s | {mb / behind[6]:.1f} MB/s | – |")
+    print(f"| {a.write_kib} KiB log WRITE reply: p50 / p99 | {statistics.median(ppl[5]):.0f} / {pct(ppl[5], 99):.0f} µs "
+          f"| {statistics.median(behind[5]):.0f} / {pct(behind[5], 99):.0f} µs "
+          f"| {statistics.median(vfs[5]):.0f} / {pct(vfs[5], 99):.0f} µs |")
     for label, i in (("pages the log changed", 1), ("other pages", 2)):
-        p, v = ppl[i], vfs[i]
+        p, b, v = ppl[i], behind[i], vfs[i]
         print(f"| 16 KiB READ, {label} ({len(p)}): p50 / p99 | {statistics.median(p):.0f} / {pct(p, 99):.0f} µs "
+              f"| {statistics.median(b):.0f} / {pct(b, 99):.0f} µs "
               f"| {statistics.median(v):.0f} / {pct(v, 99):.0f} µs |")
     print(f"\nElision answers, one connection, {len(changed)} pages asked about in turn for "
           f"{a.elision_seconds} s per row:\n")
@@ -204,6 +240,7 @@ def main():
         print(f"| {label} | {depth} | {r['per_second']:.0f} | {r['p50_us']:.0f} / {r['p99_us']:.0f} µs | "
               f"{verdicts} |")
     print(f"\nPPL {ppl[3]}")
+    print(f"\nPPL, Ingest_Behind {behind[3]}")
     shutil.rmtree(base, ignore_errors=True)
 
 
