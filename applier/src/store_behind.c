@@ -103,7 +103,7 @@ int store_behind_start(struct ppl_store *e, char *err, size_t errlen)
 	pthread_mutex_lock(&e->q_lock);
 	e->q_stop = false;
 	int rc = pthread_create(&e->q_thread, NULL, behind_main, e);
-	e->behind = rc == 0;
+	__atomic_store_n(&e->behind, rc == 0, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&e->q_lock);
 	if (rc != 0)
 		snprintf(err, errlen, "Ingest_Behind: cannot start the ingest thread: %s", strerror(rc));
@@ -120,7 +120,8 @@ void store_behind_stop(struct ppl_store *e)
 	if (running)
 		pthread_join(e->q_thread, NULL); /* it ingests what is queued before it ends */
 	pthread_mutex_lock(&e->q_lock);
-	e->behind = false;
+	__atomic_store_n(&e->behind, false, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&e->q_done); /* a drain waiting now returns */
 	pthread_mutex_unlock(&e->q_lock);
 }
 
@@ -134,10 +135,12 @@ int store_behind_enqueue(struct ppl_store *e, uint64_t fileid, uint64_t off, con
 {
 	struct log_job *j = malloc(sizeof *j + len);
 	pthread_mutex_lock(&e->q_lock);
-	if (j == NULL) {
-		/* no copy: ingest it here, once the writes before it are */
+	if (j == NULL || e->q_stop) {
+		/* no copy, or the thread is ending: ingest it here, once the
+		 * writes before it are */
 		while (e->q_head != NULL)
 			pthread_cond_wait(&e->q_done, &e->q_lock);
+		free(j);
 		e->behind_inline++;
 		store_log_ingest(e, fileid, off, iov, iovcnt, len);
 		e->q_in++;
