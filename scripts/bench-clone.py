@@ -7,7 +7,7 @@ with libcatcher eliding on ppl-mount, ganesha.nfsd with FSAL_PPL), sysbench
 oltp_write_only is prepared (--tables x --table-size) and run for
 --seconds. Then, with the load stopped:
 
-  base copy   `ppl-inspect live POOL backup DEST --wait`: its time, and the
+  base copy   `ppl-inspect backup POOL DEST`: its time, and the
               compute node's CPU (mariadbd and ppl-mount) and ppl-mount's
               I/O bytes (its NFS socket and /dev/fuse) during it, against an
               idle window just before;
@@ -96,7 +96,7 @@ def main():
         time.sleep(5)
         idle_s = time.monotonic() - t0
         c1, r1 = compute_cpu(s), mount_io(s)
-        t_base, _ = timed([paths.tool("ppl-inspect"), "live", s.pool, "backup", base, "--wait", "--json"],
+        t_base, _ = timed([paths.tool("ppl-inspect"), "backup", s.pool, base, "--json"],
                           timeout=7200)
         c2, r2 = compute_cpu(s), mount_io(s)
         rows.append(("base copy (storage node)", t_base, f"compute node meanwhile: CPU {c2 - c1:.2f} s, ppl-mount "
