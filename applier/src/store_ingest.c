@@ -959,8 +959,8 @@ void ppl_store_start_from_disk(struct ppl_store *e)
 		struct stat st;
 		snprintf(path, sizeof(path), "%s/ib_logfile0", e->datadir);
 		if (store_stat(e, path, &st) == 0)
-			e->log_fileid = (uint64_t)st.st_ino;
-		e->log_write_ns = store_now_ns(e);
+			__atomic_store_n(&e->log_fileid, (uint64_t)st.st_ino, __ATOMIC_RELEASE);
+		__atomic_store_n(&e->log_write_ns, store_now_ns(e), __ATOMIC_RELAXED);
 		start_ingest(e, TO_END);
 		/* a restart: a client sends again the page writes it had not
 		 * seen committed (keep_newer_pages), whenever ingest starts */
@@ -1005,7 +1005,7 @@ static void detach(struct ppl_store *e, const char *why)
 	__atomic_store_n(&e->start_pending, false, __ATOMIC_RELEASE);
 	pthread_cond_broadcast(&e->start_cond);
 	e->suspect_upto = 0;
-	e->log_fileid = 0;
+	__atomic_store_n(&e->log_fileid, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&e->held, false, __ATOMIC_RELEASE);
 	if (was)
 		SLOG(e, PPL_LOG_EVENT, "PPL: %s: %s; ingest restarts at the log's checkpoint when MariaDB next "
@@ -1053,40 +1053,57 @@ static bool is_checkpoint_block(uint64_t off, size_t len)
 	return (off == d->checkpoint_off[0] || off == d->checkpoint_off[1]) && len <= d->area_start - d->checkpoint_off[1];
 }
 
+/* One log at a time: while the one followed is written, writes of
+ * another datadir's log under the same export are passed through and not
+ * ingested (nothing of that datadir is elided or rebuilt: reads check the
+ * file, store_served_rebuilt). Once it has been quiet for a while, another
+ * log being written is a new datadir: follow it. */
+enum other_log { OURS, OTHER_LIVE, OTHER_AFTER_QUIET };
+
+static enum other_log other_log_write(struct ppl_store *e, uint64_t fileid)
+{
+	/* Without log_lock: with Ingest_Behind a log write asks this before
+	 * it is queued, and must not wait for the parse that holds the lock.
+	 * The fields are written atomically under it. */
+	uint64_t followed = __atomic_load_n(&e->log_fileid, __ATOMIC_ACQUIRE);
+	if (followed == 0 || fileid == followed)
+		return OURS;
+	uint64_t now = store_now_ns(e);
+	__atomic_store_n(&e->other_log_ns, now, __ATOMIC_RELAXED);
+	if (now - __atomic_load_n(&e->log_write_ns, __ATOMIC_RELAXED) > OTHER_LOG_QUIET_NS)
+		return OTHER_AFTER_QUIET;
+	if (__atomic_fetch_add(&e->other_log_writes, 1, __ATOMIC_RELAXED) == 0)
+		SLOG(e, PPL_LOG_EVENT, "PPL: %s: another ib_logfile0 (fileid %" PRIu64 ") is written under the export "
+			 "while this datadir's log is live: it is not ingested, and its datadir's pages are neither "
+			 "elided nor rebuilt", e->datadir, fileid);
+	return OTHER_LIVE;
+}
+
 int ppl_store_log_write(struct ppl_store *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
 			 size_t len)
 {
-	if (store_behind_on(e))
-		return store_behind_enqueue(e, fileid, off, iov, iovcnt, len);
-	return store_log_ingest(e, fileid, off, iov, iovcnt, len);
+	if (!store_behind_on(e))
+		return store_log_ingest(e, fileid, off, iov, iovcnt, len);
+	/* Another datadir's log is told at once, not when the queue reaches
+	 * it: an elision question meanwhile is refused as it would be
+	 * without the queue (its pages could match this datadir's). */
+	if (other_log_write(e, fileid) == OTHER_LIVE)
+		return 0;
+	return store_behind_enqueue(e, fileid, off, iov, iovcnt, len);
 }
 
 int store_log_ingest(struct ppl_store *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
 		     size_t len)
 {
 	PPL_CRASH(LOG_WRITTEN);
-	/* One log at a time: while the one followed is written, writes of
-	 * another datadir's log under the same export are passed through
-	 * and not ingested (nothing of that datadir is elided or rebuilt:
-	 * reads check the file, store_served_rebuilt). Once it has been quiet for
-	 * a while, another log being written is a new datadir: follow it. */
-	pthread_mutex_lock(&e->log_lock);
-	bool other = e->log_fileid != 0 && fileid != e->log_fileid;
-	bool quiet = store_now_ns(e) - e->log_write_ns > OTHER_LOG_QUIET_NS;
-	if (other)
-		__atomic_store_n(&e->other_log_ns, store_now_ns(e), __ATOMIC_RELAXED);
-	if (other && !quiet && e->other_log_writes++ == 0)
-		SLOG(e, PPL_LOG_EVENT, "PPL: %s: another ib_logfile0 (fileid %" PRIu64 ") is written under the export "
-			 "while this datadir's log is live: it is not ingested, and its datadir's pages are neither "
-			 "elided nor rebuilt", e->datadir, fileid);
-	pthread_mutex_unlock(&e->log_lock);
-	if (other && !quiet)
+	enum other_log o = other_log_write(e, fileid);
+	if (o == OTHER_LIVE)
 		return 0;
-	if (other)
+	if (o == OTHER_AFTER_QUIET)
 		detach(e, "another ib_logfile0 is written after this one stayed quiet: a new datadir");
 	pthread_mutex_lock(&e->log_lock);
-	e->log_fileid = fileid;
-	e->log_write_ns = store_now_ns(e);
+	__atomic_store_n(&e->log_fileid, fileid, __ATOMIC_RELEASE);
+	__atomic_store_n(&e->log_write_ns, store_now_ns(e), __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&e->log_lock);
 
 	/* MariaDB's log writer never writes the header of ib_logfile0 (a

@@ -535,7 +535,7 @@ static void test_held_tail_after_restart(void)
 
 	/* restart; a read just after it waits for MariaDB's next log write */
 	host_start(&h);
-	h.clock_ns = START_NS + 500000000ull;
+	__atomic_store_n(&h.clock_ns, START_NS + 500000000ull, __ATOMIC_RELAXED);
 	struct held_read a = {.h = &h, .page = 3, .out = got};
 	pthread_t t;
 	CHECK(pthread_create(&t, NULL, held_reader, &a) == 0);
@@ -556,7 +556,7 @@ static void test_held_tail_after_restart(void)
 	 * served once the quiet time has passed on the store's clock */
 	crash_after_eliding(&h, 3, 900, 0x43, 16, image, false);
 	host_start(&h);
-	h.clock_ns = START_NS + 500000000ull;
+	__atomic_store_n(&h.clock_ns, START_NS + 500000000ull, __ATOMIC_RELAXED);
 	a = (struct held_read){.h = &h, .page = 3, .out = got};
 	CHECK(pthread_create(&t, NULL, held_reader, &a) == 0);
 	usleep(200 * 1000);
@@ -641,7 +641,7 @@ static void test_restart_with_log_write_lost(void)
 	uint64_t lost;
 	crash_losing_last_log_write(&h, 3, 700, 0x61, image, &lost);
 	host_start(&h);
-	h.clock_ns = START_NS + 500000000ull; /* just after the restart */
+	__atomic_store_n(&h.clock_ns, START_NS + 500000000ull, __ATOMIC_RELAXED); /* just after the restart */
 	CHECK(logged(&h, "page reads wait until then"));
 	struct held_read a = {.h = &h, .page = 3, .out = got};
 	pthread_t t;
@@ -678,7 +678,7 @@ static void test_restart_with_log_write_lost(void)
 	CHECK(pid >= 0);
 	if (pid == 0) {
 		host_start(&h);
-		h.clock_ns = START_NS + 500000000ull;
+		__atomic_store_n(&h.clock_ns, START_NS + 500000000ull, __ATOMIC_RELAXED);
 		change(&h, 5, 800, 0x65, 40, p5);
 		flush_log(&h);
 		_exit(ask(&h, 5, p5, PS) == PPL_ELIDE_ACK && check_failures == 0 ? 0 : 1);
@@ -690,7 +690,7 @@ static void test_restart_with_log_write_lost(void)
 	h.written = h.l.lsn;
 	crash_losing_last_log_write(&h, 3, 900, 0x62, image, &lost);
 	host_start(&h);
-	h.clock_ns = START_NS + 500000000ull;
+	__atomic_store_n(&h.clock_ns, START_NS + 500000000ull, __ATOMIC_RELAXED);
 	a = (struct held_read){.h = &h, .page = 3, .out = got};
 	CHECK(pthread_create(&t, NULL, held_reader, &a) == 0);
 	usleep(200 * 1000);

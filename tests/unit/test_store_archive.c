@@ -342,7 +342,7 @@ static void test_scheduled_bases(void)
 	pthread_mutex_lock(&h.lines_lock);
 	h.nlines = 0;
 	pthread_mutex_unlock(&h.lines_lock);
-	h.clock_ns = START_NS;
+	__atomic_store_n(&h.clock_ns, START_NS, __ATOMIC_RELAXED);
 	struct ppl_store_env env = {.log = {.log = on_log, .arg = &h}, .now_ns = clock_of, .clock_arg = &h};
 	h.s = ppl_store_new(h.dir, &env);
 	struct ppl_config c = {.archive_path = adir, .archive_segment_size = 1 << 20, .base_path = bases,
