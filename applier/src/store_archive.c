@@ -131,7 +131,10 @@ static void check_same_database(struct ppl_store *e, const struct ppl_mtr *m)
 uint64_t store_archive_clock(void *arg)
 {
 	(void)arg;
-	return store_wall_ns();
+	/* with Ingest_Behind, the write's arrival: its reply went out then,
+	 * and the parse comes later */
+	uint64_t t = store_behind_arrival_ns();
+	return t ? t : store_wall_ns();
 }
 
 void store_archive_accept(void *arg, const struct ppl_mtr *m)
@@ -387,6 +390,11 @@ int ppl_store_start_archive(struct ppl_store *e, const struct ppl_config *c, cha
 		e->base_path = strdup(bp);
 		e->base_interval_ns = (uint64_t)c->base_interval * 1000000000ull;
 		e->base_keep = c->base_keep ? c->base_keep : PPL_DEFAULT_BASE_KEEP;
+	}
+	if (c->ingest_behind && store_behind_start(e, err, errlen) != 0) {
+		ppl_archive_close(e->archive);
+		e->archive = NULL;
+		return -1;
 	}
 	int rc = pthread_create(&e->archive_thread, NULL, archive_main, e);
 	if (rc != 0) {

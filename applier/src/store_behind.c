@@ -47,13 +47,21 @@
 /* What the ingest thread itself calls never waits for the queue (it
  * would wait for itself). */
 static _Thread_local bool on_ingest_thread;
+/* When the write being ingested arrived (the wall clock; 0: none) */
+static _Thread_local uint64_t arrived_ns;
 
 struct log_job {
 	struct log_job *next;
 	uint64_t fileid, off;
+	uint64_t arrived_ns;  /* the archive stamps its mtrs with this, not the parse's time */
 	size_t len;
 	uint8_t data[];
 };
+
+uint64_t store_behind_arrival_ns(void)
+{
+	return arrived_ns;
+}
 
 /* After job k is ingested: the log is parsed to here. A synced mark of k
  * makes that LSN durable for the archive. Under q_lock. */
@@ -83,7 +91,9 @@ static void *behind_main(void *arg)
 		struct log_job *j = e->q_head;
 		pthread_mutex_unlock(&e->q_lock);
 		struct iovec iov = {j->data, j->len};
+		arrived_ns = j->arrived_ns;
 		store_log_ingest(e, j->fileid, j->off, &iov, 1, j->len);
+		arrived_ns = 0;
 		pthread_mutex_lock(&e->q_lock);
 		e->q_head = j->next;
 		if (e->q_head == NULL)
@@ -100,6 +110,8 @@ static void *behind_main(void *arg)
 
 int store_behind_start(struct ppl_store *e, char *err, size_t errlen)
 {
+	if (store_behind_on(e))
+		return 0; /* started by the pool's or the archive's start, whichever came first */
 	pthread_mutex_lock(&e->q_lock);
 	e->q_stop = false;
 	int rc = pthread_create(&e->q_thread, NULL, behind_main, e);
@@ -164,6 +176,7 @@ int store_behind_enqueue(struct ppl_store *e, uint64_t fileid, uint64_t off, con
 	j->next = NULL;
 	j->fileid = fileid;
 	j->off = off;
+	j->arrived_ns = store_wall_ns();
 	j->len = len;
 	size_t at = 0;
 	for (int i = 0; i < iovcnt && at < len; i++) {

@@ -293,6 +293,9 @@ bool store_behind_on(struct ppl_store *e);
 int store_behind_enqueue(struct ppl_store *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
 			 size_t len);
 void store_behind_drain(struct ppl_store *e);
+/* On the ingest thread, when the log write it ingests arrived (the wall
+ * clock): the archive's stamp (store_archive_clock). 0 elsewhere. */
+uint64_t store_behind_arrival_ns(void);
 /* The same, only when the log is not parsed up to lsn. */
 void store_behind_drain_to(struct ppl_store *e, uint64_t lsn);
 uint64_t store_behind_mark(struct ppl_store *e);

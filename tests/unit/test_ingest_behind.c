@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <stdatomic.h>
 
+#include "ppl/archive.h"
 #include "store_host.h"
 
 static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -48,8 +49,9 @@ static void hold(bool on)
 	pthread_mutex_unlock(&hold_lock);
 }
 
-/* host_start with Ingest_Behind and the holding clock. */
-static void start_behind(struct host *h)
+/* host_start with Ingest_Behind and the holding clock (and the log
+ * archive in archive_dir, if given). */
+static void start_behind_with(struct host *h, const char *archive_dir)
 {
 	h->clock_ns = START_NS;
 	struct ppl_store_env env = {.log = {.log = on_log, .arg = h}, .now_ns = holding_clock, .clock_arg = h,
@@ -64,8 +66,20 @@ static void start_behind(struct host *h)
 	if (rc)
 		printf("start_elision: %s\n", err);
 	CHECK(rc == 0);
+	c.archive_path = (char *)archive_dir;
+	if (archive_dir) {
+		rc = ppl_store_start_archive(h->s, &c, err, sizeof err);
+		if (rc)
+			printf("start_archive: %s\n", err);
+		CHECK(rc == 0);
+	}
 	ppl_store_start_from_disk(h->s);
-	h->clock_ns += 60ull * 1000000000ull;
+	__atomic_add_fetch(&h->clock_ns, 60ull * 1000000000ull, __ATOMIC_RELAXED);
+}
+
+static void start_behind(struct host *h)
+{
+	start_behind_with(h, NULL);
 }
 
 static void figures(struct host *h, struct ppl_store_figures *f)
@@ -235,10 +249,86 @@ static void test_damage_stops_where_it_did(void)
 		CHECK(strcmp(a, b) == 0);
 }
 
+static uint64_t wall_now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+struct stamps {
+	uint64_t upto, lo, hi;
+	unsigned n;
+};
+
+static int stamp_of(void *arg, const struct ppl_mtr *m, uint64_t wall_ns)
+{
+	struct stamps *st = arg;
+	if (m->end_lsn <= st->upto) {
+		st->n++;
+		st->lo = st->lo && st->lo < wall_ns ? st->lo : wall_ns;
+		st->hi = st->hi > wall_ns ? st->hi : wall_ns;
+	}
+	return 0;
+}
+
+/* The log archive stamps a mini-transaction with the time its log write
+ * arrived -- its reply went out then, and a clone "at" a time must hold
+ * what was acknowledged before it -- not with the parse's time behind it. */
+static void test_archive_stamped_at_arrival(void)
+{
+	struct host h;
+	host_make(&h);
+	char adir[400];
+	snprintf(adir, sizeof adir, "%s.archive", h.dir);
+	CHECK(mkdir(adir, 0755) == 0);
+	start_behind_with(&h, adir);
+	static uint8_t image[PS], other[PS];
+	read_file(h.ibd_path, image, PS, 3 * PS);
+	read_file(h.ibd_path, other, PS, 5 * PS);
+	hold(true);
+	uint64_t t0 = wall_now();
+	change(&h, 3, 200, 0x71, 100, image);
+	change(&h, 3, 900, 0x72, 100, image);
+	uint64_t upto = h.l.lsn;
+	flush_log(&h);
+	uint64_t t1 = wall_now();
+	wait_held();
+	usleep(300 * 1000); /* the parse comes 300 ms after the reply */
+	hold(false);
+	/* the next writes make the first final (after a start, a write is
+	 * known final only once the next ones come: test_store_archive.c) */
+	for (int i = 0; i < 2; i++) {
+		for (int k = 0; k < 4; k++) /* past the tail block: a write makes final only what is before it */
+			change(&h, 5, 300 + 500 * (uint32_t)k, (uint8_t)(0x73 + i), 400, other);
+		flush_log(&h);
+	}
+	ppl_store_log_drain(h.s);
+	ppl_store_log_synced(h.s, h.log_ino, ppl_store_log_mark(h.s));
+	struct ppl_store_figures f;
+	for (int i = 0; i < 500; i++) {
+		ppl_store_figures(h.s, &f);
+		if (f.archive_durable_lsn >= upto)
+			break;
+		usleep(10000);
+	}
+	CHECK(f.archive_durable_lsn >= upto);
+	struct stamps st = {.upto = upto};
+	char err[512];
+	CHECK(ppl_archive_read(adir, FIRST_LSN, upto, stamp_of, &st, err, sizeof err) == 0);
+	CHECK(st.n >= 2);
+	CHECK(st.lo >= t0);
+	CHECK(st.hi <= t1); /* not the parse's time, 300 ms later */
+	CHECK(!logged(&h, "CRIT"));
+	host_close(&h);
+	CHECK(nftw(adir, rm_entry, 8, FTW_DEPTH | FTW_PHYS) == 0);
+}
+
 int main(void)
 {
 	test_answered_before_parsed();
 	test_bounded_queue();
 	test_damage_stops_where_it_did();
+	test_archive_stamped_at_arrival();
 	CHECK_DONE();
 }
