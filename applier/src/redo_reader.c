@@ -113,6 +113,21 @@ static void drop_pending(struct ppl_redo_reader *r)
 	r->seen_n = 0;
 }
 
+/* How far whole, valid mtrs reach in the window from buf[pos], looking at
+ * no byte at or past buf[end]: the position where the next one would
+ * start. Final or not, it does not ask. */
+static size_t frames_end(const struct ppl_redo_reader *r, size_t pos, size_t end)
+{
+	while (pos < end) {
+		size_t total, rl;
+		if (r->d->frame(r->buf + pos, end - pos, r->lsn + pos, r->hdr.first_lsn, r->capacity, &total, &rl) !=
+		    PPL_FRAME_OK)
+			break;
+		pos += total;
+	}
+	return pos;
+}
+
 /* ---- when the writes first held an mtr ------------------------------------ */
 
 /* Called after a feed placed its bytes: how far whole mtrs now reach from
@@ -124,13 +139,7 @@ static void note_framed(struct ppl_redo_reader *r)
 	if (!r->sink.clock || !r->started || r->state == PPL_REDO_CORRUPT)
 		return;
 	size_t pos = r->framed > r->lsn && r->framed - r->lsn <= r->fill ? (size_t)(r->framed - r->lsn) : 0;
-	while (pos < r->fill) {
-		size_t total, rl;
-		if (r->d->frame(r->buf + pos, r->fill - pos, r->lsn + pos, r->hdr.first_lsn, r->capacity, &total,
-				&rl) != PPL_FRAME_OK)
-			break;
-		pos += total;
-	}
+	pos = frames_end(r, pos, r->fill);
 	r->framed = r->lsn + pos;
 	struct seen_mark *last = r->seen_n ? &r->seen[(r->seen_head + r->seen_n - 1) % SEEN_MARKS] : NULL;
 	if (pos == 0 || (last && last->end >= r->framed))
@@ -552,15 +561,8 @@ bool ppl_redo_reaches(const struct ppl_redo_reader *r, uint64_t lsn)
 {
 	if (r->state == PPL_REDO_CORRUPT || !r->started || lsn < r->lsn || lsn - r->lsn > r->fill)
 		return false;
-	size_t pos = 0, end = (size_t)(lsn - r->lsn);
-	while (pos < end) {
-		size_t total, rl;
-		if (r->d->frame(r->buf + pos, end - pos, r->lsn + pos, r->hdr.first_lsn, r->capacity, &total, &rl) !=
-		    PPL_FRAME_OK)
-			return false;
-		pos += total;
-	}
-	return true;
+	size_t end = (size_t)(lsn - r->lsn);
+	return frames_end(r, 0, end) == end;
 }
 
 int ppl_redo_start_at(struct ppl_redo_reader *r, uint64_t lsn)

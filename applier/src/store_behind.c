@@ -145,7 +145,22 @@ bool store_behind_on(struct ppl_store *e)
 int store_behind_enqueue(struct ppl_store *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
 			 size_t len)
 {
+	/* the copy is made before the lock: the ingest thread takes q_lock
+	 * after every write it parses */
 	struct log_job *j = malloc(sizeof *j + len);
+	if (j != NULL) {
+		j->next = NULL;
+		j->fileid = fileid;
+		j->off = off;
+		j->arrived_ns = store_wall_ns();
+		size_t at = 0;
+		for (int i = 0; i < iovcnt && at < len; i++) {
+			size_t n = iov[i].iov_len < len - at ? iov[i].iov_len : len - at;
+			memcpy(j->data + at, iov[i].iov_base, n);
+			at += n;
+		}
+		j->len = at;
+	}
 	pthread_mutex_lock(&e->q_lock);
 	if (j == NULL || e->q_stop) {
 		/* no copy, or the thread is ending: ingest it here, once the
@@ -166,25 +181,13 @@ int store_behind_enqueue(struct ppl_store *e, uint64_t fileid, uint64_t off, con
 	 * ambiguous (ppl_redo_distance_at): an eighth at most */
 	uint64_t cap = __atomic_load_n(&e->log_capacity, __ATOMIC_RELAXED);
 	uint64_t max = cap && cap / 8 < BEHIND_MAX_BYTES ? cap / 8 : BEHIND_MAX_BYTES;
-	if (e->q_bytes + len > max && e->q_head != NULL) {
+	if (e->q_bytes + j->len > max && e->q_head != NULL) {
 		uint64_t t0 = store_now_ns(e);
 		e->behind_waits++;
-		while (e->q_bytes + len > max && e->q_head != NULL)
+		while (e->q_bytes + j->len > max && e->q_head != NULL)
 			pthread_cond_wait(&e->q_done, &e->q_lock);
 		e->behind_wait_ns += store_now_ns(e) - t0;
 	}
-	j->next = NULL;
-	j->fileid = fileid;
-	j->off = off;
-	j->arrived_ns = store_wall_ns();
-	j->len = len;
-	size_t at = 0;
-	for (int i = 0; i < iovcnt && at < len; i++) {
-		size_t n = iov[i].iov_len < len - at ? iov[i].iov_len : len - at;
-		memcpy(j->data + at, iov[i].iov_base, n);
-		at += n;
-	}
-	j->len = at;
 	if (e->q_tail)
 		e->q_tail->next = j;
 	else

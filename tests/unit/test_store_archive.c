@@ -25,9 +25,8 @@ static void start_store(struct host *h, bool archive, uint64_t segment)
 	struct ppl_store_env env = {.log = {.log = on_log, .arg = h}, .now_ns = clock_of, .clock_arg = h};
 	h->s = ppl_store_new(h->dir, &env);
 	CHECK(h->s != NULL);
-	const char *behind = getenv("PPL_TEST_INGEST_BEHIND");
 	struct ppl_config c = {.archive_path = archive ? adir : NULL, .archive_segment_size = segment,
-			       .ingest_behind = behind && strcmp(behind, "1") == 0};
+			       .ingest_behind = behind_from_env()};
 	int rc = ppl_store_start_archive(h->s, &c, err, sizeof err);
 	if (rc != 0)
 		printf("start_archive: %s\n", err);
