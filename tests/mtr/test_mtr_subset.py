@@ -16,8 +16,11 @@ held to the same rules.
 test_mtr_setup checks each run as a whole: mtr finished, the storage node
 verified pages (c, d) and libcatcher elided some (d), and no failure line
 was logged outside a test.
+A test that skipped itself on MariaDB's own checkpoint race ("Extra
+checkpoint", _settled) runs again alone, at most twice, before it counts.
 """
 import os
+import re
 
 import pytest
 
@@ -44,9 +47,9 @@ def _needs_mtr():
 def mtr_run(tmp_path_factory):
     cache = {}
 
-    def get(key, tests=None):
+    def get(key, tests=None, tag=None):
         tests = tests or subset.CI
-        name = key if tests is subset.CI else f"{key}-short"
+        name = tag or (key if tests is subset.CI else f"{key}-short")
         if name not in cache:
             _needs_mtr()
             if runner.SETUPS[key].storage:
@@ -76,12 +79,43 @@ def test_mtr(setup, test, mtr_run):
     assert t is not None, (f"mtr reported no result for {test} in set-up {setup}"
                            + (f" ({r.aborted})" if r.aborted else "") + f"; mtr's last lines:\n{r.mtr_tail}")
     if setup == "a":
+        t = _settled("a", test, t, mtr_run)
         assert t.status == "pass", ("the CI subset holds tests that pass on a local datadir; this one did not:\n"
                                     + _describe(t) + "\n" + "\n".join(t.detail[:30]))
         return
     base = subset.find(mtr_run("a"), test)
+    base = base and _settled("a", test, base, mtr_run)
     assert base is not None and base.status == "pass", f"{test} did not pass on a local datadir, nothing to compare"
-    _passes_over_stack(setup, t)
+    _passes_over_stack(setup, _settled(setup, test, t, mtr_run))
+
+
+# MariaDB's own race, which a test resolves by skipping itself: its
+# no_checkpoint_start.inc samples "Last checkpoint at" right after a flush,
+# and no_checkpoint_end.inc skips the test when the page cleaner wrote a
+# newer checkpoint in between ("Extra checkpoint"). It happens on a local
+# disk too; the stack widens the window under load (tests/mtr/README.md).
+# Such a skip proves nothing either way, so the test runs again, alone, in
+# a new mtr run of the same set-up -- at most RACE_RERUNS times; a test
+# that never gets to run fails.
+RACE_SKIPS = ("Extra checkpoint",)
+RACE_RERUNS = 2
+
+
+def _raced(t):
+    return t.status == "skipped" and any(x in t.reason() for x in RACE_SKIPS)
+
+
+def _settled(setup, test, t, mtr_run):
+    """t, or the result of a rerun if t skipped itself on MariaDB's race."""
+    tries = 0
+    while _raced(t) and tries < RACE_RERUNS:
+        tries += 1
+        tag = re.sub(r"[^\w.-]+", "_", f"{setup}-{test}-again{tries}")
+        again = subset.find(mtr_run(setup, [test], tag=tag), test)
+        if again is None:
+            break
+        t = again
+    return t
 
 
 def _passes_over_stack(setup, t):
@@ -104,12 +138,13 @@ def test_mtr_eliding(test, mtr_run):
     libcatcher eliding): each test passes with no storage-node failure line
     while it ran, and the run as a whole elided page writes."""
     base = subset.find(mtr_run("a"), test)
+    base = base and _settled("a", test, base, mtr_run)
     assert base is not None and base.status == "pass", f"{test} did not pass on a local datadir, nothing to compare"
     r = mtr_run("d", subset.ELIDING)
     t = subset.find(r, test)
     assert t is not None, (f"mtr reported no result for {test} in set-up d" + (f" ({r.aborted})" if r.aborted else "")
                            + f"; mtr's last lines:\n{r.mtr_tail}")
-    _passes_over_stack("d", t)
+    _passes_over_stack("d", _settled("d", test, t, mtr_run))
     assert (r.catcher_total or {}).get("elided", 0) > 0, f"libcatcher elided no page write: {r.catcher_total}"
 
 
