@@ -322,8 +322,6 @@ int ppl_store_start_elision(struct ppl_store *e, const struct ppl_config *c, cha
 	if (ppl_elision_server_start(&sc, &e->elision, err, errlen) != 0)
 		return -1;
 	store_start_workers(e, c->apply_threads);
-	if (c->ingest_behind && store_behind_start(e, err, errlen) != 0)
-		return -1;
 	return 0;
 }
 

@@ -391,11 +391,6 @@ int ppl_store_start_archive(struct ppl_store *e, const struct ppl_config *c, cha
 		e->base_interval_ns = (uint64_t)c->base_interval * 1000000000ull;
 		e->base_keep = c->base_keep ? c->base_keep : PPL_DEFAULT_BASE_KEEP;
 	}
-	if (c->ingest_behind && store_behind_start(e, err, errlen) != 0) {
-		ppl_archive_close(e->archive);
-		e->archive = NULL;
-		return -1;
-	}
 	int rc = pthread_create(&e->archive_thread, NULL, archive_main, e);
 	if (rc != 0) {
 		ppl_archive_close(e->archive);

@@ -30,7 +30,18 @@
  * The archive's durability marks (ppl_store_log_mark/_synced) count
  * writes here instead of LSNs: a COMMIT of the log file says that every
  * write handed over before it is durable, and the LSN that amounts to is
- * known only once the thread has parsed them (q_parsed_at). */
+ * known only once the thread has parsed them (q_parsed_at).
+ *
+ * A page read does not wait. A page is served rebuilt only when it was
+ * elided (its elision waited for the log up to its LSN, and MariaDB
+ * cannot read it back before it writes or elides any newer version,
+ * which waits in turn) or when its records are in the log's tail held at
+ * a restart (which has its own wait, store_ingest.c); every other page is
+ * served as its file holds it.
+ *
+ * The thread does not need the pool: an export with Ingest_Behind and no
+ * elision (verify mode, the archive) parses behind its replies too
+ * (ppl_store_start_ingest_behind). */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -108,10 +119,10 @@ static void *behind_main(void *arg)
 	return NULL;
 }
 
-int store_behind_start(struct ppl_store *e, char *err, size_t errlen)
+int ppl_store_start_ingest_behind(struct ppl_store *e, const struct ppl_config *c, char *err, size_t errlen)
 {
-	if (store_behind_on(e))
-		return 0; /* started by the pool's or the archive's start, whichever came first */
+	if (!c->ingest_behind || store_behind_on(e))
+		return 0;
 	pthread_mutex_lock(&e->q_lock);
 	e->q_stop = false;
 	int rc = pthread_create(&e->q_thread, NULL, behind_main, e);

@@ -287,7 +287,6 @@ int store_log_ingest(struct ppl_store *e, uint64_t fileid, uint64_t off, const s
 		     size_t len);
 /* Ingest_Behind (store_behind.c). drain: every log write handed over
  * before the call is ingested (no-op without the thread, or on it). */
-int store_behind_start(struct ppl_store *e, char *err, size_t errlen);
 void store_behind_stop(struct ppl_store *e);
 bool store_behind_on(struct ppl_store *e);
 int store_behind_enqueue(struct ppl_store *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,

@@ -107,7 +107,8 @@ struct ppl_hooks *ppl_hooks_create(const char *datadir, const struct ppl_config 
 		free(h);
 		return NULL;
 	}
-	if (ppl_store_start_archive(h->engine, cfg, err, errlen) != 0) {
+	if (ppl_store_start_archive(h->engine, cfg, err, errlen) != 0 ||
+	    ppl_store_start_ingest_behind(h->engine, cfg, err, errlen) != 0) {
 		ppl_store_free(h->engine);
 		free(h);
 		return NULL;

@@ -19,9 +19,9 @@ WORKLOADS = ("oltp_insert", "oltp_update_index", "oltp_write_only", "oltp_read_w
 
 @pytest.mark.parametrize("ingest", ["in-reply", "behind"])
 def test_verify_mode_zero_divergences(tmp_path, ingest):
-    """ingest=behind: Ingest_Behind = true (it needs the pool, so the
-    storage node's elision service is on; libcatcher still only counts):
-    every page write compared with the log parsed behind the replies."""
+    """ingest=behind: Ingest_Behind = true, with the storage node's
+    elision service and pool on (libcatcher still only counts): every page
+    write compared with the log parsed behind the replies."""
     require_stack()
     # libcatcher only counts: every page write reaches the storage node
     behind = ingest == "behind"

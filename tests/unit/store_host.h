@@ -329,7 +329,8 @@ static inline int host_store_elision(struct host *h, const char *pool_path, unsi
 			       .elision_clients = "127.0.0.1", .elision_token = "t",
 			       .allow_volatile_pool = h->allow_volatile_pool,
 			       .ingest_behind = h->ingest_behind || behind_from_env()};
-	return ppl_store_start_elision(*out, &c, err, errlen);
+	int rc = ppl_store_start_elision(*out, &c, err, errlen);
+	return rc != 0 ? rc : ppl_store_start_ingest_behind(*out, &c, err, errlen);
 }
 
 static inline void host_start_threads(struct host *h, unsigned apply_threads)

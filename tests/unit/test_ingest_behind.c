@@ -51,7 +51,7 @@ static void hold(bool on)
 
 /* host_start with Ingest_Behind and the holding clock (and the log
  * archive in archive_dir, if given). */
-static void start_behind_with(struct host *h, const char *archive_dir)
+static void start_behind_with(struct host *h, const char *archive_dir, bool pool)
 {
 	h->clock_ns = START_NS;
 	struct ppl_store_env env = {.log = {.log = on_log, .arg = h}, .now_ns = holding_clock, .clock_arg = h,
@@ -62,7 +62,7 @@ static void start_behind_with(struct host *h, const char *archive_dir)
 			       .apply_threads = 0, .elision_address = "127.0.0.1", .elision_clients = "127.0.0.1",
 			       .elision_token = "t", .ingest_behind = true};
 	char err[512];
-	int rc = ppl_store_start_elision(h->s, &c, err, sizeof err);
+	int rc = pool ? ppl_store_start_elision(h->s, &c, err, sizeof err) : 0;
 	if (rc)
 		printf("start_elision: %s\n", err);
 	CHECK(rc == 0);
@@ -73,13 +73,17 @@ static void start_behind_with(struct host *h, const char *archive_dir)
 			printf("start_archive: %s\n", err);
 		CHECK(rc == 0);
 	}
+	rc = ppl_store_start_ingest_behind(h->s, &c, err, sizeof err);
+	if (rc)
+		printf("start_ingest_behind: %s\n", err);
+	CHECK(rc == 0);
 	ppl_store_start_from_disk(h->s);
 	__atomic_add_fetch(&h->clock_ns, 60ull * 1000000000ull, __ATOMIC_RELAXED);
 }
 
 static void start_behind(struct host *h)
 {
-	start_behind_with(h, NULL);
+	start_behind_with(h, NULL, true);
 }
 
 static void figures(struct host *h, struct ppl_store_figures *f)
@@ -282,7 +286,7 @@ static void test_archive_stamped_at_arrival(void)
 	char adir[400];
 	snprintf(adir, sizeof adir, "%s.archive", h.dir);
 	CHECK(mkdir(adir, 0755) == 0);
-	start_behind_with(&h, adir);
+	start_behind_with(&h, adir, true);
 	static uint8_t image[PS], other[PS];
 	read_file(h.ibd_path, image, PS, 3 * PS);
 	read_file(h.ibd_path, other, PS, 5 * PS);
@@ -324,9 +328,43 @@ static void test_archive_stamped_at_arrival(void)
 	CHECK(nftw(adir, rm_entry, 8, FTW_DEPTH | FTW_PHYS) == 0);
 }
 
+/* Without elision (no pool) the log is parsed behind the replies too
+ * (for verify mode and the archive: such an export serves pages as its
+ * files hold them): the option is not silently inert there. */
+static void test_without_pool(void)
+{
+	struct host h;
+	host_make(&h);
+	start_behind_with(&h, NULL, false);
+	static uint8_t image[PS];
+	read_file(h.ibd_path, image, PS, 3 * PS);
+	hold(true);
+	uint64_t end = change(&h, 3, 400, 0x6c, 100, image);
+	flush_log(&h); /* returns: the write is queued */
+	/* the reader parses a log's last bytes once something says they are
+	 * final (redo_reader.c): here a checkpoint block, whose end LSN is
+	 * past them, queued behind the first write */
+	CHECK_EQ_U(checkpoint(&h, 12288), 0);
+	wait_held();
+	struct ppl_store_figures f;
+	figures(&h, &f);
+	CHECK(f.ingest_behind);
+	CHECK(f.behind_writes >= 1);
+	CHECK(f.parsed_lsn < end);
+	hold(false);
+	ppl_store_log_drain(h.s);
+	figures(&h, &f);
+	CHECK_EQ_U(f.behind_writes, 0);
+	CHECK(f.parsed_lsn >= end);
+	CHECK(f.node.records >= 1 && f.node.pages_indexed >= 1);
+	CHECK(!logged(&h, "CRIT"));
+	host_close(&h);
+}
+
 int main(void)
 {
 	test_answered_before_parsed();
+	test_without_pool();
 	test_bounded_queue();
 	test_damage_stops_where_it_did();
 	test_archive_stamped_at_arrival();

@@ -28,6 +28,8 @@ static void start_store(struct host *h, bool archive, uint64_t segment)
 	struct ppl_config c = {.archive_path = archive ? adir : NULL, .archive_segment_size = segment,
 			       .ingest_behind = behind_from_env()};
 	int rc = ppl_store_start_archive(h->s, &c, err, sizeof err);
+	if (rc == 0)
+		rc = ppl_store_start_ingest_behind(h->s, &c, err, sizeof err);
 	if (rc != 0)
 		printf("start_archive: %s\n", err);
 	CHECK(rc == 0);

@@ -14,6 +14,8 @@
  *
  *     s = ppl_store_new(export_dir, &env);          logger, thread hook, clock, I/O
  *     ppl_store_start_elision(s, &cfg, err, len);   if elision is on (a pool)
+ *     ppl_store_start_archive(s, &cfg, err, len);   Archive_Path
+ *     ppl_store_start_ingest_behind(s, &cfg, ...);  Ingest_Behind
  *     ppl_store_start_from_disk(s);                 a log already there (I6)
  *
  * then brackets every operation on the export's files:
@@ -315,6 +317,13 @@ char *ppl_store_metrics(struct ppl_store *e);
  * -1 with a message (the directory is inside the export, or the archive
  * in it is damaged): the export must not start. */
 int ppl_store_start_archive(struct ppl_store *e, const struct ppl_config *c, char *err, size_t errlen);
+/* Ingest_Behind = true: starts the ingest thread (store_behind.c); log
+ * writes are parsed behind their replies from then on. Call after
+ * ppl_store_start_elision and _archive (with or without them: the pool
+ * and the archive must be in place before the first write is parsed
+ * behind) and before ppl_store_start_from_disk. Does nothing when the
+ * option is off. 0, or -1 with a message: the export must not start. */
+int ppl_store_start_ingest_behind(struct ppl_store *e, const struct ppl_config *c, char *err, size_t errlen);
 /* A base copy (store_backup.c says what it holds and why it is right):
  * every file of the datadir copied into dest (a new directory outside
  * the export, its parent existing) on a thread of the store's own, page
