@@ -9,7 +9,8 @@ files; the log is written over NFS (libnfs) in WRITE_KIB writes followed
 by one COMMIT, and timed, each WRITE's reply too: on PPL every write is
 parsed before it is acknowledged; on a third export, PPL with
 Ingest_Behind = true, after, and the time until its parse caught up is
-taken from its live stats (asked every 5 ms). Then every page of every data file is read with one 16 KiB
+taken from its live stats (asked every 5 ms); both PPL exports have
+elision on and their pools on tmpfs, so they differ by Ingest_Behind only. Then every page of every data file is read with one 16 KiB
 READ each, timed one by one; on PPL the pages the log changed (those that
 differ between the backup and `mariadb-backup --prepare`) come back
 rebuilt. Then, on PPL only, its elision service is asked about those
@@ -40,7 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "fsal"))
 
-from lib import paths, redo_blocks  # noqa: E402
+from lib import paths, pmem, redo_blocks  # noqa: E402
 from lib.ganesha import Ganesha, free_port  # noqa: E402
 from lib.oracle import data_files, page_size_of, prepare  # noqa: E402
 from _libnfs import Client  # noqa: E402
@@ -188,26 +189,32 @@ def main():
     with open(os.path.join(backup, "ib_logfile0"), "rb") as f:
         log = f.read()
     plugins = os.path.join(paths.build_dir(), "ganesha-fsal-ppl", "plugins")
-    os.makedirs(os.path.join(base, "ppl", "pmem"))
     os.makedirs(os.path.join(base, "vfs"))
-    pool = os.path.join(base, "ppl", "pmem", "ppl.pool")
-    subprocess.run([paths.tool("ppl-inspect"), "pool", "create", pool, "--identity",
-                    os.path.join(base, "ppl", "export"), "--size", "64M"], check=True, stdout=subprocess.DEVNULL)
     good, ahead = os.path.join(base, "ask-true"), os.path.join(base, "ask-ahead")
     questions(prepared, changed, good, 0)
     questions(prepared, changed, ahead, 1)
-    port = free_port()
-    ppl = run(os.path.join(base, "ppl"), backup, log,
-              f'FSAL {{ Name = PPL; Pool_Path = "{pool}"; Stats_Interval = 0; Elision_Port = {port}; '
-              f'Elision_Token = "{TOKEN}"; FSAL {{ Name = VFS; }} }}', plugins, a.write_kib, changed,
-              elision=(port, good, ahead, a.elision_seconds))
-    os.makedirs(os.path.join(base, "behind", "pmem"))
-    bpool = os.path.join(base, "behind", "pmem", "ppl.pool")
-    subprocess.run([paths.tool("ppl-inspect"), "pool", "create", bpool, "--identity",
-                    os.path.join(base, "behind", "export"), "--size", "64M"], check=True, stdout=subprocess.DEVNULL)
-    behind = run(os.path.join(base, "behind"), backup, log,
-                 f'FSAL {{ Name = PPL; Pool_Path = "{bpool}"; Stats_Interval = 0; Ingest_Behind = true; '
-                 f'FSAL {{ Name = VFS; }} }}', plugins, a.write_kib, changed, behind_pool=bpool)
+    # Both PPL exports alike but for Ingest_Behind: elision on, the pool
+    # on tmpfs standing in for NVDIMM (on a disk every persist would be an
+    # msync), so that the rows differ by where the parse happens only.
+    shm = pmem.tmpfs_dir()
+    pools = tempfile.mkdtemp(prefix="ppl-bench-fsal-pool-", dir=shm)
+
+    def ppl_export(name, extra, **kw):
+        pool = os.path.join(pools, f"{name}.pool")
+        subprocess.run([paths.tool("ppl-inspect"), "pool", "create", pool, "--identity",
+                        os.path.join(base, name, "export"), "--size", "64M"], check=True, stdout=subprocess.DEVNULL)
+        port = free_port()
+        return run(os.path.join(base, name), backup, log,
+                   f'FSAL {{ Name = PPL; Pool_Path = "{pool}"; Stats_Interval = 0; Elision_Port = {port}; '
+                   f'Elision_Token = "{TOKEN}"; {"Allow_Volatile_Pool = true; " if shm else ""}{extra}'
+                   f'FSAL {{ Name = VFS; }} }}', plugins, a.write_kib, changed,
+                   elision=(port, good, ahead, a.elision_seconds) if kw.get("ask") else None,
+                   behind_pool=pool if kw.get("behind") else None)
+    try:
+        ppl = ppl_export("ppl", "", ask=True)
+        behind = ppl_export("behind", "Ingest_Behind = true; ", behind=True)
+    finally:
+        shutil.rmtree(pools, ignore_errors=True)
     vfs = run(os.path.join(base, "vfs"), backup, log, "FSAL { Name = VFS; }", plugins, a.write_kib, changed)
     for name, r in (("FSAL_PPL", ppl), ("FSAL_PPL with Ingest_Behind", behind)):
         if "parsed to LSN" not in r[3] or "INGEST STOPPED" in r[3] or "rebuild failures 0" not in r[3]:
