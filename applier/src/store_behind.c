@@ -178,8 +178,9 @@ int store_behind_enqueue(struct ppl_store *e, uint64_t fileid, uint64_t off, con
 		 * writes before it are */
 		while (e->q_head != NULL)
 			pthread_cond_wait(&e->q_done, &e->q_lock);
+		if (j == NULL)
+			e->behind_inline++; /* counted for want of memory only, as the figures say */
 		free(j);
-		e->behind_inline++;
 		store_log_ingest(e, fileid, off, iov, iovcnt, len);
 		e->q_in++;
 		e->q_out++;
