@@ -35,7 +35,10 @@ seconds per 1,000 transactions of each node, and for the stack the
 checkpoint-gate and log-wrap waits. After each run CHECK TABLE (and the
 TPC-C consistency check) must pass. Written to --out: results.json,
 report.md (tables) and PNG plots: TPS over time per workload and thread
-count, and the ratios of the stack to the other set-ups.
+count, the ratios of the stack to the other set-ups, and for the stack the
+storage node's figures over the run (storage-*.png, from its stats line
+each second: redo parsed, rebuilt reads, elisions and materializations per
+second, mini-transactions applied per rebuilt read, pages pending).
 
     PPL_BUILD_DIR=build scripts/bench-twonode.py --workloads tpcc,oltp_write_only --threads 1,8 --seconds 60
     PPL_BUILD_DIR=build scripts/bench-twonode.py --workloads tpcc --threads 8 --load through --seconds 600
@@ -115,6 +118,41 @@ def disk_written(pid):
 GATE = re.compile(r"checkpoints held (\d+) \(([\d.]+) s\), log wraps held (\d+) \(([\d.]+) s\)")
 READS = re.compile(r"read latency p50/p99 plain (\d+)/(\d+) us, rebuilt (\d+)/(\d+) us")
 STATS = re.compile(r"PPL: stats periodic for \S+: (.*)")
+# cumulative counters of a stats line, for the storage node's figures over time
+SERIES = {"lsn": re.compile(r"parsed to LSN (\d+)"),
+          "rebuilt": re.compile(r"pages rebuilt (\d+) \("),
+          "mtrs_applied": re.compile(r"pages rebuilt \d+ \((\d+) mtrs applied"),
+          "acked": re.compile(r"\d+ asked, (\d+) acked"),
+          "materialized": re.compile(r"materialized (\d+) page"),
+          "pending": re.compile(r"(\d+) pages pending")}
+SERIES_WINDOW = 10  # seconds per point (the stats lines come every second)
+
+
+def storage_series(lines):
+    """Per SERIES_WINDOW seconds of a run, from the storage node's stats
+    lines (one a second, cumulative counters): redo MB/s parsed, rebuilt
+    reads/s and mini-transactions applied per rebuilt read, elisions/s,
+    pages materialized/s, and pages with pending records at the window's
+    end. Why a run's TPS changes over time is read here."""
+    rows = []
+    for line in lines:
+        row = {}
+        for k, rx in SERIES.items():
+            m = rx.search(line)
+            if m:
+                row[k] = int(m.group(1))
+        if "lsn" in row:
+            rows.append(row)
+    out = []
+    for i in range(SERIES_WINDOW, len(rows), SERIES_WINDOW):
+        a, b = rows[i - SERIES_WINDOW], rows[i]
+        d = {k: b.get(k, 0) - a.get(k, 0) for k in SERIES if k != "pending"}
+        out.append({"end_s": i, "redo_mb_s": d["lsn"] / 1e6 / SERIES_WINDOW,
+                    "rebuilt_reads_s": d["rebuilt"] / SERIES_WINDOW,
+                    "mtrs_per_rebuilt_read": d["mtrs_applied"] / d["rebuilt"] if d["rebuilt"] else 0.0,
+                    "elided_s": d["acked"] / SERIES_WINDOW, "materialized_s": d["materialized"] / SERIES_WINDOW,
+                    "pages_pending": b.get("pending", 0)})
+    return out
 
 
 def gate_figures(g, timeout=10):
@@ -349,8 +387,11 @@ def one_run(a, work, w, setup, threads, dataset, buffer_pool):
             w.load(n.db)
             print(f"  {label}: loaded through this set-up in {time.time() - t0:.0f} s", flush=True)
         before = n.figures()
+        stats_from = len(STATS.findall(n.g.log_text(since_start=True))) if setup in PPL_SETUPS else 0
         result = run_load(w, n.db, threads, a.seconds, label)
         after = n.figures()
+        if setup in PPL_SETUPS:
+            result["storage_series"] = storage_series(STATS.findall(n.g.log_text(since_start=True))[stats_from:])
         w.check(n.db)
         wrong = n.failures()
         if wrong:
@@ -482,6 +523,10 @@ def plots(out, groups):
         fig.tight_layout()
         fig.savefig(os.path.join(out, f"tps-{wl}-t{th}.png"), dpi=100)
         plt.close(fig)
+        for s, r in by.items():
+            if r.get("storage_series"):
+                storage_plot(plt, r["storage_series"], f"{wl}, {th} thread(s), {s}",
+                             os.path.join(out, f"storage-{wl}-t{th}-{s}.png"))
     keys = [k for k, by in groups.items() if "stack" in by]
     if not keys:
         return
@@ -499,6 +544,28 @@ def plots(out, groups):
     ax.legend()
     fig.tight_layout()
     fig.savefig(os.path.join(out, "ratios.png"), dpi=100)
+    plt.close(fig)
+
+
+def storage_plot(plt, series, title, path):
+    """The storage node's figures over a run (storage_series), one panel each."""
+    x = [p["end_s"] for p in series]
+    panels = (("redo parsed, MB/s", ["redo_mb_s"]), ("pages per second", ["rebuilt_reads_s", "elided_s",
+                                                                          "materialized_s"]),
+              ("mtrs applied per rebuilt read", ["mtrs_per_rebuilt_read"]), ("pages with pending records",
+                                                                            ["pages_pending"]))
+    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 8), sharex=True)
+    for ax, (ylabel, keys) in zip(axes, panels):
+        for k in keys:
+            ax.plot(x, [p[k] for p in series], label=k.replace("_s", "/s").replace("_", " "))
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.grid(alpha=0.3)
+        if len(keys) > 1:
+            ax.legend(fontsize=8)
+    axes[0].set_title(f"the storage node over the run: {title}")
+    axes[-1].set_xlabel(f"seconds (points every {SERIES_WINDOW} s)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
