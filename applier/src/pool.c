@@ -281,6 +281,63 @@ static int head_cmp(const void *a, const void *b)
 	return d > 0 ? 1 : d < 0 ? -1 : 0;
 }
 
+/* heads sorted as head_cmp orders them. A radix sort on the key's bytes
+ * that differ (a pool's pages share their space ids' high bytes): on a
+ * full 1 GiB pool, qsort of its 2.6 million heads per half took 0.17-0.40
+ * s of an open that must stay near 0.5 s. Stable, so generations of one
+ * page stay in block order; those runs (a replacement a crash cut short:
+ * rare, short) are then put newest first by head_cmp. false: no memory
+ * for the scratch copy (the caller falls back to qsort). */
+static bool sort_heads(struct head_ref *v, size_t n)
+{
+	if (n < 2)
+		return true;
+	uint64_t and_ = ~0ull, or_ = 0;
+	for (size_t i = 0; i < n; i++) {
+		and_ &= v[i].key;
+		or_ |= v[i].key;
+	}
+	struct head_ref *tmp = malloc(n * sizeof(*tmp));
+	if (tmp == NULL)
+		return false;
+	struct head_ref *from = v, *to = tmp;
+	for (unsigned shift = 0; shift < 64; shift += 8) {
+		if (((and_ ^ or_) >> shift & 0xff) == 0)
+			continue; /* every key has the same byte here */
+		size_t count[256] = { 0 };
+		for (size_t i = 0; i < n; i++)
+			count[from[i].key >> shift & 0xff]++;
+		size_t at = 0;
+		for (unsigned d = 0; d < 256; d++) {
+			size_t c = count[d];
+			count[d] = at;
+			at += c;
+		}
+		for (size_t i = 0; i < n; i++)
+			to[count[from[i].key >> shift & 0xff]++] = from[i];
+		struct head_ref *t = from;
+		from = to;
+		to = t;
+	}
+	if (from != v)
+		memcpy(v, from, n * sizeof(*v));
+	free(tmp);
+	for (size_t i = 1, start = 0; i <= n; i++) {
+		if (i < n && v[i].key == v[start].key)
+			continue;
+		/* v[start, i) share a key: insertion sort by head_cmp */
+		for (size_t j = start + 1; j < i; j++) {
+			struct head_ref x = v[j];
+			size_t k = j;
+			for (; k > start && head_cmp(&v[k - 1], &x) > 0; k--)
+				v[k] = v[k - 1];
+			v[k] = x;
+		}
+		start = i;
+	}
+	return true;
+}
+
 /* Pass 1 over a range of blocks: chain heads, and commit words that are
  * damaged. Two of these run at once at open (one per half of the pool). */
 struct pass1 {
@@ -340,7 +397,7 @@ static void *pass1_run(void *arg)
 		}
 		a->heads[a->n++] = (struct head_ref){ pool_key(space, page_no), seq, (uint32_t)b };
 	}
-	if (a->n > 1)
+	if (!sort_heads(a->heads, a->n))
 		qsort(a->heads, a->n, sizeof(*a->heads), head_cmp);
 	return NULL;
 }
