@@ -53,6 +53,10 @@ static void hold(bool on)
  * archive in archive_dir, if given). */
 static void start_behind_with(struct host *h, const char *archive_dir, bool pool)
 {
+	/* the last store's ingest thread is gone: its id must not be read
+	 * (by this store's archive thread, started before the ingest
+	 * thread) while the new one writes it */
+	atomic_store(&have_tid, false);
 	h->clock_ns = START_NS;
 	struct ppl_store_env env = {.log = {.log = on_log, .arg = h}, .now_ns = holding_clock, .clock_arg = h,
 				    .thread_started = thread_started};
