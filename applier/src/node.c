@@ -761,22 +761,35 @@ bool ppl_node_page_info(struct ppl_node *n, uint32_t space, uint32_t page_no, st
 	return out->known;
 }
 
+/* resumed: frame is an image an earlier rebuild of the page's current
+ * base produced (ppl_node_rebuild_resumed), not the base itself */
 static enum ppl_apply_status rebuild_locked(struct ppl_node *n, const struct npage *p, uint32_t space,
-					    uint32_t page_no, uint8_t *frame, uint64_t upto, bool *changed,
-					    struct ppl_apply_error *err)
+					    uint32_t page_no, uint8_t *frame, uint64_t upto, bool resumed,
+					    bool *changed, unsigned *applied, struct ppl_apply_error *err)
 {
 	*changed = false;
+	if (applied)
+		*applied = 0;
 	if (!p || !p->head)
 		return PPL_APPLY_OK;
 	struct ppl_page_ref ref = {frame, n->cfg.page_size, space, page_no};
 	struct ppl_page_replay rp;
-	ppl_replay_begin(&rp, &ref, p->from_init ? p->init_lsn : 0);
-	for (const struct nchunk *c = p->head; c && CHUNK_END(c) <= upto; c = c->next) {
+	const struct nchunk *c = p->head;
+	if (resumed) {
+		ppl_replay_resume(&rp, &ref, p->from_init ? p->init_lsn : 0);
+		while (c && CHUNK_END(c) <= rp.page_lsn) /* in the image */
+			c = c->next;
+	} else {
+		ppl_replay_begin(&rp, &ref, p->from_init ? p->init_lsn : 0);
+	}
+	for (; c && CHUNK_END(c) <= upto; c = c->next) {
 		enum ppl_apply_status s = ppl_replay_mtr(&rp, c->start, CHUNK_END(c), c->data, c->len, err);
 		if (s != PPL_APPLY_OK)
 			return s;
 	}
 	*changed = ppl_replay_finish(&rp);
+	if (applied)
+		*applied = rp.applied;
 	__atomic_add_fetch(&n->shared.rebuilds, 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&n->shared.rebuild_mtrs_applied, rp.applied, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&n->shared.rebuild_mtrs_skipped, rp.skipped, __ATOMIC_RELAXED);
@@ -787,8 +800,19 @@ enum ppl_apply_status ppl_node_rebuild(struct ppl_node *n, uint32_t space, uint3
 				       uint64_t upto_lsn, bool *changed, struct ppl_apply_error *err)
 {
 	pthread_rwlock_rdlock(&n->lock);
-	enum ppl_apply_status s =
-		rebuild_locked(n, find(n, key_of(space, page_no)), space, page_no, frame, upto_lsn, changed, err);
+	enum ppl_apply_status s = rebuild_locked(n, find(n, key_of(space, page_no)), space, page_no, frame, upto_lsn,
+						 false, changed, NULL, err);
+	pthread_rwlock_unlock(&n->lock);
+	return s;
+}
+
+enum ppl_apply_status ppl_node_rebuild_resumed(struct ppl_node *n, uint32_t space, uint32_t page_no, uint8_t *frame,
+					       uint64_t upto_lsn, bool *changed, unsigned *applied,
+					       struct ppl_apply_error *err)
+{
+	pthread_rwlock_rdlock(&n->lock);
+	enum ppl_apply_status s = rebuild_locked(n, find(n, key_of(space, page_no)), space, page_no, frame, upto_lsn,
+						 true, changed, applied, err);
 	pthread_rwlock_unlock(&n->lock);
 	return s;
 }
@@ -997,6 +1021,11 @@ static void mark_diverged(struct ppl_node *n, uint32_t space, uint32_t page_no)
 	pthread_rwlock_unlock(&n->lock);
 }
 
+uint64_t ppl_node_base_lsn(bool from_init, uint64_t init_lsn, const uint8_t *base)
+{
+	return from_init ? init_lsn | PPL_NODE_BASE_FROM_INIT : ppl_page_lsn(base);
+}
+
 unsigned ppl_node_elide(struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t lsn, uint32_t checksum,
 			ppl_node_read_fn read_base, void *read_arg)
 {
@@ -1037,10 +1066,22 @@ unsigned ppl_node_elide_rebuilt(struct ppl_node *n, uint32_t space, uint32_t pag
 		struct ppl_apply_error e;
 		int rd = p->from_init ? (memset(frame, 0, n->cfg.page_size), 0)
 				      : read_base(read_arg, space, page_no, frame);
-		uint64_t base_lsn = p->from_init || rd ? 0 : ppl_page_lsn(frame);
+		uint64_t base_lsn = rd ? 0 : ppl_node_base_lsn(p->from_init, p->init_lsn, frame);
 		uint32_t base_sum = p->from_init || rd ? 0 : ppl_rd4(frame + n->cfg.page_size - 4);
-		enum ppl_apply_status s = rd ? PPL_APPLY_CORRUPT
-					     : rebuild_locked(n, p, space, page_no, frame, UINT64_MAX, &changed, &e);
+		enum ppl_apply_status s = PPL_APPLY_CORRUPT;
+		bool resumed = false;
+		if (!rd && out && out->resume &&
+		    out->resume(out->resume_arg, space, page_no, base_lsn, base_sum, lsn, frame)) {
+			s = rebuild_locked(n, p, space, page_no, frame, UINT64_MAX, true, &changed, NULL, &e);
+			resumed = s == PPL_APPLY_OK && changed && ppl_page_lsn(frame) == lsn &&
+				  ppl_page_stored_crc(frame, n->cfg.page_size) == checksum;
+			/* anything but a yes is the base's and the records' to say */
+			if (!resumed)
+				rd = p->from_init ? (memset(frame, 0, n->cfg.page_size), 0)
+						  : read_base(read_arg, space, page_no, frame);
+		}
+		if (!rd && !resumed)
+			s = rebuild_locked(n, p, space, page_no, frame, UINT64_MAX, false, &changed, NULL, &e);
 		if (rd)
 			verdict = PPL_ELIDE_NACK_INTERNAL;
 		else if (s == PPL_APPLY_BASE_DAMAGED)
@@ -1235,7 +1276,7 @@ int ppl_node_verify(struct ppl_node *n, const uint8_t *image, ppl_node_read_fn r
 			rd = 0;
 		}
 		if (rd == 0)
-			s = rebuild_locked(n, p, space, page_no, frame, lsn, &changed, &e);
+			s = rebuild_locked(n, p, space, page_no, frame, lsn, false, &changed, NULL, &e);
 		if (no_redo) {
 			skip = PPL_VERIFY_NO_REDO;
 		} else if (rd != 0) {

@@ -211,6 +211,18 @@ void ppl_replay_begin(struct ppl_page_replay *r, const struct ppl_page_ref *pg, 
 		r->damaged = !ppl_page_all_zero(pg->frame, pg->size) && !ppl_page_crc_ok(pg->frame, pg->size);
 }
 
+void ppl_replay_resume(struct ppl_page_replay *r, const struct ppl_page_ref *pg, uint64_t init_lsn)
+{
+	memset(r, 0, sizeof *r);
+	r->pg = *pg;
+	r->init_lsn = init_lsn;
+	/* every mtr up to the image's LSN is in it (mtrs do not overlap: the
+	 * next one starts at or after it); the image was stamped because
+	 * records changed it, which is what a nonzero start_lsn says, and a
+	 * replay that applies nothing more stamps it again with its own LSN */
+	r->page_lsn = r->start_lsn = r->end_lsn = ppl_page_lsn(pg->frame);
+}
+
 enum ppl_apply_status ppl_replay_mtr(struct ppl_page_replay *r, uint64_t start_lsn, uint64_t end_lsn,
 				     const uint8_t *recs, size_t len, struct ppl_apply_error *err)
 {

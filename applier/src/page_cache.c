@@ -18,7 +18,7 @@ struct ppl_page_cache {
 	struct slot *slots;
 	uint8_t *pages;
 	pthread_mutex_t locks[LOCKS];
-	uint64_t hits, misses;
+	uint64_t hits, misses, resumed;
 	uint64_t gen;                  /* atomic; entries of older generations are misses */
 };
 
@@ -79,6 +79,27 @@ bool ppl_page_cache_get(struct ppl_page_cache *c, uint32_t space, uint32_t page_
 	return hit;
 }
 
+uint64_t ppl_page_cache_get_before(struct ppl_page_cache *c, uint32_t space, uint32_t page_no, uint64_t base_lsn,
+				   uint32_t base_sum, uint64_t upto_lsn, uint8_t *out)
+{
+	uint64_t gen = __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE);
+	uint64_t key = ((uint64_t)space << 32 | page_no) + 1;
+	size_t i = slot_of(c, key);
+	pthread_mutex_t *m = &c->locks[i % LOCKS];
+	pthread_mutex_lock(m);
+	const struct slot *s = &c->slots[i];
+	uint64_t lsn = s->key == key && s->gen == gen && s->base_lsn == base_lsn && s->base_sum == base_sum &&
+				       s->result_lsn <= upto_lsn
+			       ? s->result_lsn
+			       : 0;
+	if (lsn)
+		memcpy(out, c->pages + i * c->page_size, c->page_size);
+	pthread_mutex_unlock(m);
+	if (lsn)
+		__atomic_add_fetch(&c->resumed, 1, __ATOMIC_RELAXED);
+	return lsn;
+}
+
 void ppl_page_cache_put(struct ppl_page_cache *c, uint64_t gen, uint32_t space, uint32_t page_no,
 			uint64_t base_lsn, uint32_t base_sum, uint64_t result_lsn, const uint8_t *page)
 {
@@ -114,4 +135,5 @@ void ppl_page_cache_get_stats(struct ppl_page_cache *c, struct ppl_page_cache_st
 	out->slots = c->nslots;
 	out->hits = __atomic_load_n(&c->hits, __ATOMIC_RELAXED);
 	out->misses = __atomic_load_n(&c->misses, __ATOMIC_RELAXED);
+	out->resumed = __atomic_load_n(&c->resumed, __ATOMIC_RELAXED);
 }

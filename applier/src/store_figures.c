@@ -30,14 +30,14 @@ static int format_node(struct ppl_store *e, struct ppl_node *n, char *buf, size_
 			"engine: redo %.1f MB parsed to LSN %" PRIu64 ", %" PRIu64 " mtrs, %" PRIu64
 			" records, %" PRIu64 " pages pending; reads %" PRIu64 ", pages rebuilt %" PRIu64
 			" (%" PRIu64 " mtrs applied, per page p50 %" PRIu64 " p99 %" PRIu64 "; %" PRIu64
-			" from the cache), rebuild failures %" PRIu64
+			" from the cache, %" PRIu64 " resumed from it), rebuild failures %" PRIu64
 			"; read latency p50/p99 plain %" PRIu64 "/%" PRIu64 " us, rebuilt %" PRIu64 "/%" PRIu64 " us"
 			"; page writes taken as bases %" PRIu64 "%s",
 			(double)s.log_bytes / 1e6, ppl_node_parsed_lsn(n), s.mtrs, s.records, s.pages_indexed,
 			__atomic_load_n(&e->reads, __ATOMIC_RELAXED),
 			__atomic_load_n(&e->pages_rebuilt, __ATOMIC_RELAXED), s.rebuild_mtrs_applied,
 			ppl_histogram_percentile(&e->mtrs_per_rebuild, 50),
-			ppl_histogram_percentile(&e->mtrs_per_rebuild, 99), cs.hits,
+			ppl_histogram_percentile(&e->mtrs_per_rebuild, 99), cs.hits, cs.resumed,
 			__atomic_load_n(&e->rebuild_failures, __ATOMIC_RELAXED),
 			ppl_histogram_percentile(&e->read_plain_us, 50), ppl_histogram_percentile(&e->read_plain_us, 99),
 			ppl_histogram_percentile(&e->read_rebuilt_us, 50),

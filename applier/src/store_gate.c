@@ -474,6 +474,8 @@ static int materialize(struct ppl_store *e, struct ppl_node *n, uint32_t space, 
 	struct ppl_apply_error aerr;
 	char err[256];
 	struct ppl_node_page_info fi;
+	uint8_t *spare = NULL;
+	unsigned applied;
 	if (ppl_node_page_info(n, space, page_no, &fi) && fi.freed) {
 		/* The log's last word on the page frees it: MariaDB's recovery
 		 * does not touch it, MariaDB writes it no more, and it is
@@ -492,7 +494,8 @@ static int materialize(struct ppl_store *e, struct ppl_node *n, uint32_t space, 
 		if (frame == NULL || store_disk_failed(e, space, page_no, "a read", err))
 			SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be read to materialize "
 				"it: %s", e->datadir, space, page_no, frame == NULL ? "out of memory" : strerror(err));
-	} else if (ppl_node_rebuild(n, space, page_no, frame, UINT64_MAX, &changed, &aerr) != PPL_APPLY_OK) {
+	} else if (store_rebuild(e, n, space, page_no, &fi, frame, &spare, &changed, &applied, &aerr) !=
+		   PPL_APPLY_OK) {
 		SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be rebuilt to materialize it "
 			"(%s)", e->datadir, space, page_no, aerr.msg);
 	} else if (!changed && !kept) {
@@ -537,6 +540,7 @@ static int materialize(struct ppl_store *e, struct ppl_node *n, uint32_t space, 
 		}
 	}
 	free(frame);
+	free(spare);
 	return rc;
 }
 
@@ -915,6 +919,13 @@ int store_read_base(void *arg, uint32_t space, uint32_t page_no, uint8_t *frame)
 	return ppl_datadir_read_page(e->dd, space, page_no, frame, e->page_size);
 }
 
+uint64_t store_cache_resume(void *arg, uint32_t space, uint32_t page_no, uint64_t base_lsn, uint32_t base_sum,
+			    uint64_t upto, uint8_t *frame)
+{
+	struct ppl_store *e = arg;
+	return e->cache ? ppl_page_cache_get_before(e->cache, space, page_no, base_lsn, base_sum, upto, frame) : 0;
+}
+
 /* The elision decision: yes only for the exact page (LSN and checksum) the
  * index can rebuild from the data file and the log. The log up to the
  * page's LSN is durable and parsed: InnoDB writes a page only after its
@@ -968,7 +979,8 @@ static unsigned decide_page(struct ppl_store *e, struct ppl_node *n, const struc
 	/* the page the answer rebuilds goes to the cache for its next read
 	 * (ppl_node_rebuilt); the generation read before the records are */
 	uint64_t gen = e->cache ? ppl_page_cache_generation(e->cache) : 0;
-	struct ppl_node_rebuilt rb = { .frame = e->cache ? aligned_alloc(4096, e->page_size) : NULL };
+	struct ppl_node_rebuilt rb = { .frame = e->cache ? aligned_alloc(4096, e->page_size) : NULL,
+				       .resume = store_cache_resume, .resume_arg = e };
 	unsigned v = ppl_node_elide_rebuilt(n, pg->space, pg->page_no, pg->lsn, pg->checksum, store_read_base, e,
 					    rb.frame ? &rb : NULL);
 	if (v == PPL_ELIDE_ACK && rb.filled)

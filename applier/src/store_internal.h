@@ -469,6 +469,21 @@ int store_wrap_guard(struct ppl_store *e, uint64_t off, size_t len);
  * records are more than half the log behind the parse. */
 void store_keep_ahead(struct ppl_store *e, struct ppl_node *n, unsigned idx);
 
+/* The rebuilt-page cache's page of this base up to at most upto, for a
+ * rebuild to go on from (ppl_page_cache_get_before; struct
+ * ppl_node_rebuilt's resume). */
+uint64_t store_cache_resume(void *arg, uint32_t space, uint32_t page_no, uint64_t base_lsn, uint32_t base_sum,
+			    uint64_t upto, uint8_t *frame);
+
+/* Rebuilds the page in frame (its base, as the file holds it, info
+ * read before it) to the end of its records: from the rebuilt-page
+ * cache's older image of this base when there is one, else from the
+ * base. *spare: a page-size work frame, allocated on first use, the
+ * caller's to free. *applied: the mini-transactions applied. */
+enum ppl_apply_status store_rebuild(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no,
+				    const struct ppl_node_page_info *info, uint8_t *frame, uint8_t **spare, bool *changed,
+				    unsigned *applied, struct ppl_apply_error *err);
+
 /* store_workers.c: background apply */
 
 /* A read rebuilt this many of a page's mini-transactions or more: the

@@ -78,6 +78,7 @@ static json_object *stats_json(struct ppl_store *e)
 	put_u64(x, "cache_slots", f.cache.slots);
 	put_u64(x, "cache_hits", f.cache.hits);
 	put_u64(x, "cache_misses", f.cache.misses);
+	put_u64(x, "cache_resumed", f.cache.resumed);
 	put_u64(x, "page_writes_taken_as_bases", f.pages_written);
 	put_u64(x, "stale_page_writes_kept_newer", f.stale_writes);
 	put_u64(x, "page_writes_superseding_records", f.superseded_writes);

@@ -94,11 +94,32 @@ static bool page_space(struct ppl_store *e, uint64_t fileid, const uint8_t *page
 	return true;
 }
 
+enum ppl_apply_status store_rebuild(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no,
+				    const struct ppl_node_page_info *info, uint8_t *frame, uint8_t **spare, bool *changed,
+				    unsigned *applied, struct ppl_apply_error *err)
+{
+	size_t ps = e->page_size;
+	/* a page this base rebuilt before, older: only the records after it
+	 * are applied; should that fail, the base decides */
+	uint64_t base = ppl_node_base_lsn(info->from_init, info->init_lsn, frame);
+	uint32_t base_sum = info->from_init ? 0 : ppl_rd4(frame + ps - 4);
+	if (e->cache && (*spare != NULL || (*spare = aligned_alloc(4096, ps)) != NULL) &&
+	    ppl_page_cache_get_before(e->cache, space, page_no, base, base_sum, info->last_lsn, *spare) &&
+	    ppl_node_rebuild_resumed(n, space, page_no, *spare, UINT64_MAX, changed, applied, err) == PPL_APPLY_OK &&
+	    *changed) {
+		memcpy(frame, *spare, ps);
+		return PPL_APPLY_OK;
+	}
+	*changed = false;
+	*applied = info->chunks; /* from the base: every pending one */
+	return ppl_node_rebuild(n, space, page_no, frame, UINT64_MAX, changed, err);
+}
+
 static int read_pages(struct ppl_store *e, struct ppl_node *n, uint64_t fileid, uint64_t off, struct iovec *iov,
 		      int iovcnt, size_t len, size_t *served)
 {
 	size_t ps = e->page_size;
-	uint8_t *frame = NULL;
+	uint8_t *frame = NULL, *resume = NULL;
 	int rc = 0;
 	__atomic_add_fetch(&e->reads, 1, __ATOMIC_RELAXED);
 	for (uint64_t p = (off + ps - 1) / ps * ps; p + ps <= off + len; p += ps) {
@@ -121,7 +142,7 @@ static int read_pages(struct ppl_store *e, struct ppl_node *n, uint64_t fileid, 
 		 * write staged is the base */
 		bool restored = !ppl_page_crc_ok(frame, ps) && store_dw_kept_base(e, space, page_no, frame);
 		/* the log initializes the page: the rebuild does not read the base */
-		uint64_t base = info.from_init ? 0 : ppl_page_lsn(frame);
+		uint64_t base = ppl_node_base_lsn(info.from_init, info.init_lsn, frame);
 		uint32_t base_sum = info.from_init ? 0 : ppl_rd4(frame + ps - 4);
 		/* the cost of serving the page rebuilt, from here: the wait for
 		 * the held tail above is the restart's, not the rebuild's */
@@ -135,7 +156,9 @@ static int read_pages(struct ppl_store *e, struct ppl_node *n, uint64_t fileid, 
 		}
 		bool changed = false;
 		struct ppl_apply_error err;
-		enum ppl_apply_status st = ppl_node_rebuild(n, space, page_no, frame, UINT64_MAX, &changed, &err);
+		unsigned applied = 0;
+		enum ppl_apply_status st = store_rebuild(e, n, space, page_no, &info, frame, &resume, &changed,
+							 &applied, &err);
 		if (st != PPL_APPLY_OK) {
 			__atomic_add_fetch(&e->rebuild_failures, 1, __ATOMIC_RELAXED);
 			SLOG(e, PPL_LOG_CRIT, "PPL: %s: page %" PRIu32 ":%" PRIu32 " cannot be rebuilt (%s); the "
@@ -148,7 +171,7 @@ static int read_pages(struct ppl_store *e, struct ppl_node *n, uint64_t fileid, 
 			store_iov_copy(iov, iovcnt, p - off, frame, ps, false);
 			__atomic_add_fetch(&e->pages_rebuilt, 1, __ATOMIC_RELAXED);
 			(*served)++;
-			ppl_histogram_add(&e->mtrs_per_rebuild, info.chunks);
+			ppl_histogram_add(&e->mtrs_per_rebuild, applied);
 			if (info.chunks >= HOT_CHUNKS)
 				store_note_hot(e, space, page_no);
 			if (e->cache)
@@ -198,6 +221,7 @@ static int read_pages(struct ppl_store *e, struct ppl_node *n, uint64_t fileid, 
 		}
 	}
 	free(frame);
+	free(resume);
 	return rc;
 }
 

@@ -30,6 +30,17 @@ static void test_cache(void)
 	CHECK(!ppl_page_cache_get(c, 6, 9, 100, 7, 200, out));
 	/* a base of the same LSN with other bytes (a file copied in) misses */
 	CHECK(!ppl_page_cache_get(c, 5, 9, 100, 8, 200, out));
+	/* a rebuild of a later result goes on from the entry (the records
+	 * after 200 are the only ones it applies): only for the same base,
+	 * and never from an entry past what it asks for */
+	memset(out, 0, PS);
+	CHECK_EQ_U(ppl_page_cache_get_before(c, 5, 9, 100, 7, 250, out), 200);
+	CHECK(memcmp(out, a, PS) == 0);
+	CHECK_EQ_U(ppl_page_cache_get_before(c, 5, 9, 100, 7, 200, out), 200);
+	CHECK_EQ_U(ppl_page_cache_get_before(c, 5, 9, 100, 7, 199, out), 0);
+	CHECK_EQ_U(ppl_page_cache_get_before(c, 5, 9, 150, 7, 250, out), 0);
+	CHECK_EQ_U(ppl_page_cache_get_before(c, 5, 9, 100, 8, 250, out), 0);
+	CHECK_EQ_U(ppl_page_cache_get_before(c, 5, 10, 100, 7, 250, out), 0);
 	/* a newer rebuild of the page replaces the entry */
 	ppl_page_cache_put(c, g, 5, 9, 100, 7, 201, b);
 	CHECK(ppl_page_cache_get(c, 5, 9, 100, 7, 201, out) && memcmp(out, b, PS) == 0);
@@ -39,6 +50,7 @@ static void test_cache(void)
 	 * rebuilt from records read before it is not kept */
 	ppl_page_cache_forget_all(c);
 	CHECK(!ppl_page_cache_get(c, 5, 9, 100, 7, 201, out));
+	CHECK_EQ_U(ppl_page_cache_get_before(c, 5, 9, 100, 7, 300, out), 0);
 	ppl_page_cache_put(c, g, 5, 9, 100, 7, 201, b);
 	CHECK(!ppl_page_cache_get(c, 5, 9, 100, 7, 201, out));
 	g = ppl_page_cache_generation(c);
@@ -60,6 +72,7 @@ static void test_cache(void)
 	ppl_page_cache_get_stats(c, &st);
 	CHECK_EQ_U(st.slots, 8);
 	CHECK_EQ_U(st.hits, 3 + hits);
+	CHECK_EQ_U(st.resumed, 2);
 	ppl_page_cache_free(c);
 }
 

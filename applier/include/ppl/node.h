@@ -123,6 +123,22 @@ bool ppl_node_page_info(struct ppl_node *n, uint32_t space, uint32_t page_no, st
 enum ppl_apply_status ppl_node_rebuild(struct ppl_node *n, uint32_t space, uint32_t page_no, uint8_t *frame,
 				       uint64_t upto_lsn, bool *changed, struct ppl_apply_error *err);
 
+/* ppl_node_rebuild, where frame is not the base but an image an earlier
+ * rebuild of the page's current base produced up to its LSN (a cache's):
+ * only the records after that LSN are applied (ppl_replay_resume), and
+ * the result is the one a rebuild from the base gives. *applied (if not
+ * NULL): how many were. */
+enum ppl_apply_status ppl_node_rebuild_resumed(struct ppl_node *n, uint32_t space, uint32_t page_no, uint8_t *frame,
+					       uint64_t upto_lsn, bool *changed, unsigned *applied,
+					       struct ppl_apply_error *err);
+
+/* What a cache of rebuilt pages names a page's base by: the data-file
+ * page's LSN, or for a page the log initializes (ppl_node_page_info's
+ * from_init) that initialization's LSN, marked so as never to equal a
+ * stored page's: a page freed and initialized again is another page. */
+#define PPL_NODE_BASE_FROM_INIT (1ull << 63)
+uint64_t ppl_node_base_lsn(bool from_init, uint64_t init_lsn, const uint8_t *base);
+
 /* Visits every page that has a sink user slot set, in (space, page) order. */
 void ppl_node_for_each_user(struct ppl_node *n, void (*fn)(void *arg, uint32_t space, uint32_t page_no, void *user),
 			    void *arg);
@@ -178,9 +194,17 @@ unsigned ppl_node_elide(struct ppl_node *n, uint32_t space, uint32_t page_no, ui
  * not changed), so the read need not rebuild it again. */
 struct ppl_node_rebuilt {
 	uint8_t *frame;    /* page_size bytes, the caller's: the rebuild's work frame */
-	uint64_t base_lsn; /* the base it was rebuilt from: its LSN and stored */
-	uint32_t base_sum; /* checksum, both 0 when the log initialized the page */
+	uint64_t base_lsn; /* the base it was rebuilt from: ppl_node_base_lsn, and its */
+	uint32_t base_sum; /* stored checksum (0 when the log initialized the page) */
 	bool filled;       /* an ACK whose rebuild applied records */
+	/* Optional, the caller's cache: copies into frame a page an earlier
+	 * rebuild of this base produced up to an LSN at most upto and returns
+	 * that LSN (0: none); the answer's rebuild goes on from it. Only a
+	 * yes is taken from such a rebuild: anything else is asked again of
+	 * the base and the records alone. */
+	uint64_t (*resume)(void *arg, uint32_t space, uint32_t page_no, uint64_t base_lsn, uint32_t base_sum,
+			   uint64_t upto, uint8_t *frame);
+	void *resume_arg;
 };
 /* ppl_node_elide, and out filled on such an ACK. */
 unsigned ppl_node_elide_rebuilt(struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t lsn,

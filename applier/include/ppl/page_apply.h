@@ -81,7 +81,7 @@ struct ppl_page_replay {
 	struct ppl_apply_cursor cur;
 	uint64_t page_lsn;    /* LSN the page had before replay; 0 if initialized by the log */
 	uint64_t init_lsn;
-	uint64_t start_lsn;   /* first applied mtr since the page was last freed; 0 = none */
+	uint64_t start_lsn;   /* first applied mtr since the page was last freed (a resumed image's LSN); 0 = none */
 	uint64_t end_lsn;     /* end LSN of the last mtr seen */
 	unsigned applied;     /* mtrs applied */
 	unsigned skipped;     /* mtrs skipped by the LSN rule */
@@ -96,6 +96,13 @@ struct ppl_page_replay {
  * checksum takes no mtr: ppl_replay_mtr returns PPL_APPLY_BASE_DAMAGED
  * for the first one it would apply. */
 void ppl_replay_begin(struct ppl_page_replay *r, const struct ppl_page_ref *pg, uint64_t init_lsn);
+/* Goes on from a page this replay's rules produced earlier from the same
+ * base and the same records, up to its LSN (an image the caller kept):
+ * the state a replay is in after those records, so that only the
+ * mini-transactions after them are applied and the result is the one a
+ * replay from the base would give. The image is the replay's own work,
+ * not a stored page: it is not checked for damage. */
+void ppl_replay_resume(struct ppl_page_replay *r, const struct ppl_page_ref *pg, uint64_t init_lsn);
 enum ppl_apply_status ppl_replay_mtr(struct ppl_page_replay *r, uint64_t mtr_start_lsn, uint64_t mtr_end_lsn,
 				     const uint8_t *recs, size_t len, struct ppl_apply_error *err);
 /* Stamps LSN and checksum if anything was applied; returns whether the page
