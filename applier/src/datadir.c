@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ppl/crash.h"
@@ -22,6 +23,28 @@ struct space_file {
 	char path[4096];
 };
 
+/* Files pages are read from, kept open. Every elision answer reads its
+ * page's base, and each read looked the space's file up by path, opened
+ * it, checked its inode and its page 0 and closed it again: six system
+ * calls and two path walks per page, a third of the storage node's CPU
+ * under TPC-C at one thread (perf, issue 17). An open file stands for the
+ * inode those checks found (a rename moves the name, not the inode), and
+ * it is used while nothing the map knows of changed (gen: a note of the
+ * log, a binding, a removal heard, a scan) and for OPEN_RECHECK_NS at
+ * most, after which the checks run again: a file replaced behind the
+ * export's back (neither through it nor named by the log) is seen that
+ * late at most, as a page read a moment before the replacement would
+ * be. Writes open their file as before. */
+#define OPEN_FILES 64
+#define OPEN_RECHECK_NS 100000000ull
+struct open_file {
+	int fd;                 /* -1: free */
+	uint32_t space;
+	uint64_t ino, gen, checked_ns;
+	unsigned users;         /* reads under way on fd */
+	bool retired;           /* closed when the last user is done */
+};
+
 struct ppl_datadir {
 	char *dir;
 	const struct ppl_io *io;  /* every file operation (ppl/io.h) */
@@ -30,7 +53,17 @@ struct ppl_datadir {
 	size_t n, cap;
 	struct space_file *notes; /* told by the log (FILE_CREATE, FILE_RENAME) */
 	size_t nnotes, capnotes;
+	uint64_t gen;             /* atomic: bumped by every change of the above */
+	pthread_mutex_t open_lock; /* a leaf lock */
+	struct open_file open[OPEN_FILES];
+	unsigned open_next;       /* the next slot to reuse */
 };
+
+/* What the map says changed: open files are checked again before use. */
+static void map_changed(struct ppl_datadir *d)
+{
+	__atomic_add_fetch(&d->gen, 1, __ATOMIC_ACQ_REL);
+}
 
 static int dd_stat(const struct ppl_datadir *d, const char *path, struct stat *st)
 {
@@ -143,6 +176,7 @@ static void scan_dir(struct ppl_datadir *d, const char *dir, int depth)
  * stay. Lock held for writing. */
 static void rescan_locked(struct ppl_datadir *d)
 {
+	map_changed(d);
 	d->n = 0;
 	scan_dir(d, d->dir, 0);
 }
@@ -165,6 +199,9 @@ struct ppl_datadir *ppl_datadir_open(const char *dir, const struct ppl_io *io, c
 	}
 	d->io = io;
 	pthread_rwlock_init(&d->lock, NULL);
+	pthread_mutex_init(&d->open_lock, NULL);
+	for (unsigned i = 0; i < OPEN_FILES; i++)
+		d->open[i].fd = -1;
 	scan_dir(d, dir, 0);
 	return d;
 }
@@ -172,6 +209,10 @@ struct ppl_datadir *ppl_datadir_open(const char *dir, const struct ppl_io *io, c
 void ppl_datadir_close(struct ppl_datadir *d)
 {
 	if (d) {
+		for (unsigned i = 0; i < OPEN_FILES; i++)
+			if (d->open[i].fd >= 0)
+				d->io->close(d->io->arg, d->open[i].fd);
+		pthread_mutex_destroy(&d->open_lock);
 		pthread_rwlock_destroy(&d->lock);
 		free(d->f);
 		free(d->notes);
@@ -326,6 +367,7 @@ void ppl_datadir_bind(struct ppl_datadir *d, uint64_t ino, uint32_t space)
 {
 	struct stat st;
 	pthread_rwlock_wrlock(&d->lock);
+	map_changed(d);
 	/* notes that named this file before it existed name it only, now:
 	 * a later file under the same name is another */
 	for (size_t i = 0; i < d->nnotes; i++)
@@ -355,6 +397,7 @@ void ppl_datadir_bind(struct ppl_datadir *d, uint64_t ino, uint32_t space)
 void ppl_datadir_note(struct ppl_datadir *d, uint32_t space, const char *relpath)
 {
 	pthread_rwlock_wrlock(&d->lock);
+	map_changed(d);
 	struct space_file *e = grow(&d->notes, &d->nnotes, &d->capnotes);
 	if (e) {
 		e->space = space;
@@ -378,9 +421,12 @@ void ppl_datadir_note(struct ppl_datadir *d, uint32_t space, const char *relpath
 	pthread_rwlock_unlock(&d->lock);
 }
 
+static void open_sweep(struct ppl_datadir *d);
+
 void ppl_datadir_forget(struct ppl_datadir *d, uint64_t ino)
 {
 	pthread_rwlock_wrlock(&d->lock);
+	map_changed(d);
 	/* No space matches UINT32_MAX: the entries stay, unused. A note
 	 * never bound to an inode names its file by path only: left alive
 	 * it would take the next file made under that name (a table created
@@ -407,6 +453,7 @@ void ppl_datadir_forget(struct ppl_datadir *d, uint64_t ino)
 		if (d->f[i].ino == ino)
 			d->f[i].space = UINT32_MAX;
 	pthread_rwlock_unlock(&d->lock);
+	open_sweep(d); /* a removed file's inode is not kept alive */
 }
 
 void ppl_datadir_forget_notes(struct ppl_datadir *d)
@@ -454,6 +501,8 @@ int ppl_datadir_space_of(struct ppl_datadir *d, uint64_t ino, uint32_t *space)
 				     : dd_stat(d, d->notes[i].path, &st) == 0 && (uint64_t)st.st_ino == ino)) {
 			/* a note matched by name now names this file only: when
 			 * it goes (ppl_datadir_forget), so does the note */
+			if (d->notes[i].ino == 0)
+				map_changed(d);
 			d->notes[i].ino = ino;
 			*space = d->notes[i].space;
 			rc = 0;
@@ -521,6 +570,135 @@ static int open_space(struct ppl_datadir *d, uint32_t space, uint64_t want, int 
 	return fd;
 }
 
+/* ---- open files (struct open_file) ---------------------------------------- */
+
+static uint64_t mono_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* open_lock held: o's fd is closed now, or by its last user */
+static void open_retire(struct ppl_datadir *d, struct open_file *o)
+{
+	if (o->users > 0) {
+		o->retired = true;
+		return;
+	}
+	d->io->close(d->io->arg, o->fd);
+	*o = (struct open_file){ .fd = -1 };
+}
+
+/* Closes the files whose checks the map has moved past, unless in use. */
+static void open_sweep(struct ppl_datadir *d)
+{
+	uint64_t gen = __atomic_load_n(&d->gen, __ATOMIC_ACQUIRE);
+	pthread_mutex_lock(&d->open_lock);
+	for (unsigned i = 0; i < OPEN_FILES; i++)
+		if (d->open[i].fd >= 0 && !d->open[i].retired && d->open[i].gen != gen)
+			open_retire(d, &d->open[i]);
+	pthread_mutex_unlock(&d->open_lock);
+}
+
+/* The open file of space (of inode want, unless 0), still good: its slot,
+ * with one more user. -1: none. */
+static int open_get(struct ppl_datadir *d, uint32_t space, uint64_t want)
+{
+	uint64_t gen = __atomic_load_n(&d->gen, __ATOMIC_ACQUIRE), now = mono_ns();
+	int slot = -1;
+	pthread_mutex_lock(&d->open_lock);
+	for (unsigned i = 0; i < OPEN_FILES && slot < 0; i++) {
+		struct open_file *o = &d->open[i];
+		if (o->fd < 0 || o->retired || o->space != space)
+			continue;
+		if (o->gen == gen && now - o->checked_ns < OPEN_RECHECK_NS && (want == 0 || want == o->ino)) {
+			o->users++;
+			slot = (int)i;
+		} else if (o->gen != gen || now - o->checked_ns >= OPEN_RECHECK_NS) {
+			open_retire(d, o); /* checked again by the caller's open */
+		}
+	}
+	pthread_mutex_unlock(&d->open_lock);
+	return slot;
+}
+
+static void open_put(struct ppl_datadir *d, int slot)
+{
+	pthread_mutex_lock(&d->open_lock);
+	struct open_file *o = &d->open[slot];
+	if (--o->users == 0 && o->retired)
+		open_retire(d, o);
+	pthread_mutex_unlock(&d->open_lock);
+}
+
+/* fd: space's file, checked by open_space under map generation gen:
+ * kept open (taken), or closed when no slot is free. */
+static void open_keep(struct ppl_datadir *d, uint32_t space, uint64_t ino, int fd, uint64_t gen)
+{
+	pthread_mutex_lock(&d->open_lock);
+	int slot = -1;
+	for (unsigned i = 0; i < OPEN_FILES; i++) {
+		struct open_file *o = &d->open[i];
+		if (o->fd >= 0 && !o->retired && o->space == space)
+			open_retire(d, o); /* the newer check wins */
+	}
+	/* a free slot, else the next one not in use, round the table */
+	for (unsigned pass = 0; pass < 2 && slot < 0; pass++)
+		for (unsigned k = 0; k < OPEN_FILES && slot < 0; k++) {
+			unsigned i = (d->open_next + k) % OPEN_FILES;
+			struct open_file *o = &d->open[i];
+			if (pass == 1 && o->fd >= 0 && !o->retired && o->users == 0)
+				open_retire(d, o);
+			if (o->fd < 0)
+				slot = (int)i;
+		}
+	if (slot >= 0) {
+		d->open[slot] = (struct open_file){ .fd = fd, .space = space, .ino = ino, .gen = gen,
+						    .checked_ns = mono_ns() };
+		d->open_next = ((unsigned)slot + 1) % OPEN_FILES;
+	}
+	pthread_mutex_unlock(&d->open_lock);
+	if (slot < 0)
+		d->io->close(d->io->arg, fd);
+}
+
+/* The space's file for reading: an open one still good, or one opened and
+ * checked now (then kept). *slot: the open file's, for open_put. */
+static int open_read(struct ppl_datadir *d, uint32_t space, uint64_t want, uint64_t *ino, int *slot)
+{
+	*slot = open_get(d, space, want);
+	if (*slot >= 0) {
+		if (ino)
+			*ino = d->open[*slot].ino; /* set before the slot was handed out */
+		return d->open[*slot].fd;
+	}
+	/* the generation before the checks: a change of the map during
+	 * them leaves the file to be checked again */
+	uint64_t gen = __atomic_load_n(&d->gen, __ATOMIC_ACQUIRE), opened = 0;
+	int fd = open_space(d, space, want, O_RDONLY, &opened);
+	if (fd < 0)
+		return -1;
+	if (ino)
+		*ino = opened;
+	open_keep(d, space, opened, fd, gen);
+	*slot = open_get(d, space, opened);
+	if (*slot >= 0)
+		return d->open[*slot].fd;
+	/* not kept (every slot in use, or the map changed meanwhile): once */
+	fd = open_space(d, space, want, O_RDONLY, NULL);
+	*slot = -1;
+	return fd;
+}
+
+static void open_done(struct ppl_datadir *d, int fd, int slot)
+{
+	if (slot >= 0)
+		open_put(d, slot);
+	else
+		d->io->close(d->io->arg, fd);
+}
+
 int ppl_datadir_check(struct ppl_datadir *d, uint32_t space, uint64_t *ino)
 {
 	int fd = open_space(d, space, 0, O_RDONLY, ino);
@@ -530,15 +708,26 @@ int ppl_datadir_check(struct ppl_datadir *d, uint32_t space, uint64_t *ino)
 	return 0;
 }
 
+int ppl_datadir_known(struct ppl_datadir *d, uint32_t space, uint64_t *ino)
+{
+	int slot;
+	int fd = open_read(d, space, 0, ino, &slot);
+	if (fd < 0)
+		return -1;
+	open_done(d, fd, slot);
+	return 0;
+}
+
 int ppl_datadir_read_page_of(struct ppl_datadir *d, uint32_t space, uint64_t ino, uint32_t page_no, uint8_t *buf,
 			     size_t size)
 {
-	int fd = open_space(d, space, ino, O_RDONLY, NULL);
+	int slot;
+	int fd = open_read(d, space, ino, NULL, &slot);
 	if (fd < 0)
 		return -1;
 	ssize_t got = d->io->pread(d->io->arg, fd, buf, size, (off_t)page_no * (off_t)size);
 	int err = errno;
-	d->io->close(d->io->arg, fd);
+	open_done(d, fd, slot);
 	if (got >= 0 && (size_t)got < size)
 		memset(buf + got, 0, size - (size_t)got); /* past the end: never written */
 	errno = err;

@@ -953,8 +953,11 @@ static unsigned decide_page(struct ppl_store *e, struct ppl_node *n, const struc
 	if (store_pool_failed(e))
 		return PPL_ELIDE_NACK_INTERNAL;
 	/* only pages it could materialize before a checkpoint passes them */
-	char path[4096];
-	if (ppl_datadir_path(e->dd, pg->space, path, sizeof(path)) != 0)
+	/* (a file the store keeps open: one moved away meanwhile is found
+	 * by the checkpoint's settle, which looks at the directory, refuses
+	 * the checkpoint and keeps the page) */
+	uint64_t ino;
+	if (ppl_datadir_known(e->dd, pg->space, &ino) != 0)
 		return PPL_ELIDE_NACK_UNKNOWN_FILE;
 	/* Page 0 of a file whose own page 0 does not name its space yet (a
 	 * file InnoDB just created: its header exists only in the buffer

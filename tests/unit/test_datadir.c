@@ -1,17 +1,20 @@
 /* The datadir map: spaces found from page 0 and from bindings, a file
  * renamed after its space was learned from its inode, and a file under a
  * binding's inode that names another space refused; page reads and
- * writes refused for a file under the space's name that is not its file. */
+ * writes refused for a file under the space's name that is not its file;
+ * the files kept open for reads. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "ppl/datadir.h"
+#include "ppl/io.h"
 #include "ppl/mach.h"
 #include "ppl/page.h"
 
@@ -62,11 +65,83 @@ static void mv(const char *from, const char *to)
 	CHECK(rename(a, b) == 0);
 }
 
+static unsigned opens;
+static int counting_open(void *arg, const char *path, int flags)
+{
+	(void)arg;
+	opens++;
+	return ppl_io_posix()->open(NULL, path, flags);
+}
+
+static uint64_t lsn_low(const uint8_t *page) { return ppl_rd4(page + 16 + 4); }
+
+/* Reads go to a file the datadir keeps open: no open, no path walk per
+ * page. A removal heard (ppl_datadir_forget) makes the next read look at
+ * the directory again at once; a file replaced behind the datadir's back
+ * is seen within a tenth of a second; ppl_datadir_check always looks. */
+static void test_open_files(void)
+{
+	char err[256], p[512], q[512];
+	static uint8_t page[PS];
+	struct ppl_io io = *ppl_io_posix();
+	io.open = counting_open;
+	snprintf(p, sizeof(p), "%s/db", root);
+	CHECK(mkdir(p, 0700) == 0);
+	uint64_t first = make_file("db/o.ibd", 30);
+	struct ppl_datadir *d = ppl_datadir_open(root, &io, err, sizeof(err));
+	CHECK(d != NULL);
+	if (d == NULL)
+		return;
+	CHECK(ppl_datadir_read_page_of(d, 30, 0, 0, page, PS) == 0 && lsn_low(page) == 1000);
+	unsigned after_first = opens;
+	uint64_t ino = 0;
+	for (int i = 0; i < 10; i++)
+		CHECK(ppl_datadir_read_page_of(d, 30, first, 0, page, PS) == 0 && lsn_low(page) == 1000);
+	CHECK(ppl_datadir_known(d, 30, &ino) == 0 && ino == first);
+	CHECK_EQ_U(opens, after_first);
+	CHECK(ppl_datadir_check(d, 30, &ino) == 0 && ino == first);
+	CHECK_EQ_U(opens, after_first + 1);
+
+	/* replaced behind its back by another file of the space (LSN 3000) */
+	snprintf(p, sizeof(p), "%s/db/o.ibd", root);
+	snprintf(q, sizeof(q), "%s/db/o.new", root);
+	CHECK(rename(p, q) == 0);
+	uint64_t second = make_file("db/o.ibd", 30);
+	FILE *f = fopen(p, "r+b");
+	CHECK(f != NULL);
+	if (f) {
+		uint8_t lsn[4];
+		ppl_wr4(lsn, 3000);
+		CHECK(fseek(f, 16 + 4, SEEK_SET) == 0 && fwrite(lsn, 1, 4, f) == 4);
+		fclose(f);
+	}
+	CHECK(second != first);
+	CHECK(ppl_datadir_check(d, 30, &ino) == 0 && ino == second); /* looks */
+	struct timespec t = { 0, 150 * 1000000L };
+	nanosleep(&t, NULL);
+	CHECK(ppl_datadir_read_page_of(d, 30, 0, 0, page, PS) == 0 && lsn_low(page) == 3000);
+	CHECK(ppl_datadir_known(d, 30, &ino) == 0 && ino == second);
+	/* work begun on the first file never lands in the second */
+	CHECK(ppl_datadir_read_page_of(d, 30, first, 0, page, PS) == -1 && errno == ESTALE);
+
+	/* the first file back under the name, and its removal heard: the
+	 * very next read looks again */
+	CHECK(rename(q, p) == 0);
+	ppl_datadir_forget(d, second);
+	CHECK(ppl_datadir_read_page_of(d, 30, 0, 0, page, PS) == 0 && lsn_low(page) == 1000);
+	CHECK(ppl_datadir_known(d, 30, &ino) == 0 && ino == first);
+	ppl_datadir_close(d);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/db", root);
+	rmdir(p);
+}
+
 int main(void)
 {
 	char err[256], p[512];
 	snprintf(root, sizeof(root), "/tmp/ppl-test-datadir-%d", (int)getpid());
 	CHECK(mkdir(root, 0700) == 0);
+	test_open_files();
 	snprintf(p, sizeof(p), "%s/db", root);
 	CHECK(mkdir(p, 0700) == 0);
 	make_file("db/a.ibd", 5);

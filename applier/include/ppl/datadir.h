@@ -56,9 +56,16 @@ int ppl_datadir_path(struct ppl_datadir *d, uint32_t space, char *out, size_t ou
  * inode in *ino (may be NULL), or -1 with errno ENOENT (no file holds the
  * space any more) or ESTALE (the file under its name is another space's). */
 int ppl_datadir_check(struct ppl_datadir *d, uint32_t space, uint64_t *ino);
+/* ppl_datadir_check, answered from the file the datadir keeps open for
+ * the space's reads when nothing the map knows of changed since it was
+ * checked, less than a tenth of a second ago: a file moved or replaced
+ * behind the export's back is seen that late (ppl_datadir_check, which
+ * always looks at the directory, is for work that must not miss it). */
+int ppl_datadir_known(struct ppl_datadir *d, uint32_t space, uint64_t *ino);
 /* Shaped as ppl_pool_page_read_fn / _write_fn; arg is the datadir. A page
  * past the end of its file reads as zeros. write: 0 once durable. Both
- * touch only the file ppl_datadir_check accepts (errno as there). */
+ * touch only the file ppl_datadir_check accepts (errno as there); reads
+ * go to the file kept open as ppl_datadir_known says. */
 int ppl_datadir_read_page(void *arg, uint32_t space, uint32_t page_no, uint8_t *buf, size_t size);
 int ppl_datadir_write_page(void *arg, uint32_t space, uint32_t page_no, const uint8_t *buf, size_t size);
 /* The same, only if the space's file is still the file with inode ino (as
