@@ -405,5 +405,10 @@ bool store_space_file_ino(struct ppl_store *e, uint32_t space, uint64_t *ino)
 bool store_holds_space(struct ppl_store *e, uint64_t fileid, uint32_t space)
 {
 	uint64_t ino;
+	/* asked for every page a READ serves: the file the datadir keeps
+	 * open for the space says yes without a look at the directory; a
+	 * no is looked at */
+	if (e->dd != NULL && ppl_datadir_known(e->dd, space, &ino) == 0 && ino == fileid)
+		return true;
 	return store_space_file_ino(e, space, &ino) && ino == fileid;
 }

@@ -77,6 +77,7 @@ static void page_failed(struct store_batch *b, uint32_t space, uint32_t page_no,
 size_t store_batch_flush(struct store_batch *b)
 {
 	struct ppl_store *e = b->e;
+	b->checked = false; /* the next pages look at the directory again */
 	int err[STORE_BATCH_MAX];
 	for (unsigned i = 0; i < b->nfiles; i++) {
 		errno = 0;

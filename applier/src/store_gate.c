@@ -294,12 +294,15 @@ static int space_vanished(struct ppl_store *e, uint32_t space, const char *what,
  * other thread works on it. -1 when no file can be found for the space; 1
  * (no stripe taken) when its file is gone and the space was dropped. */
 static int page_claim(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint32_t page_no, unsigned *stripe,
-		      uint64_t *inop)
+		      uint64_t *inop, struct store_batch *b)
 {
-	char path[4096];
+	char path[4096] = "";
 	uint64_t ino = 0;
-	bool named = ppl_datadir_path(e->dd, space, path, sizeof(path)) == 0;
-	if (!named || ppl_datadir_check(e->dd, space, &ino) != 0) {
+	bool named = true;
+	if (b != NULL && b->checked && b->checked_space == space) {
+		ino = b->checked_ino;
+	} else if (!(named = ppl_datadir_path(e->dd, space, path, sizeof(path)) == 0) ||
+		   ppl_datadir_check(e->dd, space, &ino) != 0) {
 		/* A file known to be gone -- the file the log or its page 0
 		 * named no longer exists, or another file (another space's:
 		 * its inode or its page 0 says so) took its name, or the
@@ -332,6 +335,11 @@ static int page_claim(struct ppl_store *e, struct ppl_node *n, uint32_t space, u
 				"file %s cannot be opened (%s); its records are kept", e->datadir, space, page_no,
 				path, strerror(err));
 		return -1;
+	}
+	if (b != NULL) {
+		b->checked = true;
+		b->checked_space = space;
+		b->checked_ino = ino;
 	}
 	if (missing_mark(e, space, false))
 		SLOG(e, PPL_LOG_EVENT, "PPL: %s: space %" PRIu32 "'s file %s is back: its kept pages are written "
@@ -666,7 +674,7 @@ static int claimed(struct ppl_store *e, struct ppl_node *n, uint32_t space, uint
 {
 	unsigned s;
 	uint64_t ino;
-	int c = page_claim(e, n, space, page_no, &s, &ino);
+	int c = page_claim(e, n, space, page_no, &s, &ino, b);
 	if (c != 0)
 		return c < 0 ? -1 : 0; /* a dropped space needs nothing more */
 	int rc = op(e, n, space, page_no, ino, b);

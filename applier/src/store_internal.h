@@ -439,6 +439,14 @@ struct store_batch {
 	size_t written;                /* pages written through the batch, all flushes */
 	size_t failed;                 /* pages whose file could not be synced, all flushes */
 	size_t failed_acked;           /* of them, pages acknowledged to libcatcher */
+	/* The space whose file this batch's work found there last, and its
+	 * inode: a gate's pass settles many pages of one space, and looking
+	 * at the directory for each (two path walks, an open) cost more
+	 * than the settling. Until the next flush: a pass is milliseconds,
+	 * and MariaDB's checkpoint waits for it. */
+	bool checked;
+	uint32_t checked_space;
+	uint64_t checked_ino;
 };
 void store_batch_init(struct store_batch *b, struct ppl_store *e, struct ppl_node *n);
 /* Stages frame (a rebuilt page of space's file ino; the batch owns it
