@@ -61,20 +61,29 @@ static size_t slot_of(const struct ppl_page_cache *c, uint64_t key)
 	return (size_t)((h ^ (h >> 31)) % c->nslots);
 }
 
-bool ppl_page_cache_get(struct ppl_page_cache *c, uint32_t space, uint32_t page_no, uint64_t base_lsn,
-			uint32_t base_sum, uint64_t result_lsn, uint8_t *out)
+/* The page's slot, its lock taken; *base_ok: it holds this page of the
+ * current generation rebuilt from this base. */
+static size_t lock_slot(struct ppl_page_cache *c, uint32_t space, uint32_t page_no, uint64_t base_lsn,
+			uint32_t base_sum, bool *base_ok)
 {
 	uint64_t gen = __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE);
 	uint64_t key = ((uint64_t)space << 32 | page_no) + 1;
 	size_t i = slot_of(c, key);
-	pthread_mutex_t *m = &c->locks[i % LOCKS];
-	pthread_mutex_lock(m);
+	pthread_mutex_lock(&c->locks[i % LOCKS]);
 	const struct slot *s = &c->slots[i];
-	bool hit = s->key == key && s->gen == gen && s->base_lsn == base_lsn && s->base_sum == base_sum &&
-		   s->result_lsn == result_lsn;
+	*base_ok = s->key == key && s->gen == gen && s->base_lsn == base_lsn && s->base_sum == base_sum;
+	return i;
+}
+
+bool ppl_page_cache_get(struct ppl_page_cache *c, uint32_t space, uint32_t page_no, uint64_t base_lsn,
+			uint32_t base_sum, uint64_t result_lsn, uint8_t *out)
+{
+	bool base_ok;
+	size_t i = lock_slot(c, space, page_no, base_lsn, base_sum, &base_ok);
+	bool hit = base_ok && c->slots[i].result_lsn == result_lsn;
 	if (hit)
 		memcpy(out, c->pages + i * c->page_size, c->page_size);
-	pthread_mutex_unlock(m);
+	pthread_mutex_unlock(&c->locks[i % LOCKS]);
 	__atomic_add_fetch(hit ? &c->hits : &c->misses, 1, __ATOMIC_RELAXED);
 	return hit;
 }
@@ -82,19 +91,12 @@ bool ppl_page_cache_get(struct ppl_page_cache *c, uint32_t space, uint32_t page_
 uint64_t ppl_page_cache_get_before(struct ppl_page_cache *c, uint32_t space, uint32_t page_no, uint64_t base_lsn,
 				   uint32_t base_sum, uint64_t upto_lsn, uint8_t *out)
 {
-	uint64_t gen = __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE);
-	uint64_t key = ((uint64_t)space << 32 | page_no) + 1;
-	size_t i = slot_of(c, key);
-	pthread_mutex_t *m = &c->locks[i % LOCKS];
-	pthread_mutex_lock(m);
-	const struct slot *s = &c->slots[i];
-	uint64_t lsn = s->key == key && s->gen == gen && s->base_lsn == base_lsn && s->base_sum == base_sum &&
-				       s->result_lsn <= upto_lsn
-			       ? s->result_lsn
-			       : 0;
+	bool base_ok;
+	size_t i = lock_slot(c, space, page_no, base_lsn, base_sum, &base_ok);
+	uint64_t lsn = base_ok && c->slots[i].result_lsn <= upto_lsn ? c->slots[i].result_lsn : 0;
 	if (lsn)
 		memcpy(out, c->pages + i * c->page_size, c->page_size);
-	pthread_mutex_unlock(m);
+	pthread_mutex_unlock(&c->locks[i % LOCKS]);
 	if (lsn)
 		__atomic_add_fetch(&c->resumed, 1, __ATOMIC_RELAXED);
 	return lsn;
