@@ -59,6 +59,8 @@ struct ppl_datadir {
 	unsigned open_next;       /* the next slot to reuse */
 };
 
+static void open_sweep(struct ppl_datadir *d);
+
 /* What the map says changed: open files are checked again before use. */
 static void map_changed(struct ppl_datadir *d)
 {
@@ -360,6 +362,7 @@ int ppl_datadir_set_root(struct ppl_datadir *d, const char *dir)
 	 * export), and a page of this one must never reach those. */
 	forget_locked(d);
 	pthread_rwlock_unlock(&d->lock);
+	open_sweep(d); /* the old datadir's files are not kept open */
 	return 0;
 }
 
@@ -421,8 +424,6 @@ void ppl_datadir_note(struct ppl_datadir *d, uint32_t space, const char *relpath
 	pthread_rwlock_unlock(&d->lock);
 }
 
-static void open_sweep(struct ppl_datadir *d);
-
 void ppl_datadir_forget(struct ppl_datadir *d, uint64_t ino)
 {
 	pthread_rwlock_wrlock(&d->lock);
@@ -461,6 +462,7 @@ void ppl_datadir_forget_notes(struct ppl_datadir *d)
 	pthread_rwlock_wrlock(&d->lock);
 	forget_locked(d);
 	pthread_rwlock_unlock(&d->lock);
+	open_sweep(d);
 }
 
 int ppl_datadir_bound_space(struct ppl_datadir *d, uint64_t ino, uint32_t *space)
