@@ -1021,9 +1021,22 @@ static void mark_diverged(struct ppl_node *n, uint32_t space, uint32_t page_no)
 	pthread_rwlock_unlock(&n->lock);
 }
 
-uint64_t ppl_node_base_lsn(bool from_init, uint64_t init_lsn, const uint8_t *base)
+uint64_t ppl_node_base_key(bool from_init, uint64_t init_lsn, const uint8_t *base, size_t page_size,
+			   uint32_t *sum)
 {
+	*sum = from_init ? 0 : ppl_rd4(base + page_size - 4);
 	return from_init ? init_lsn | PPL_NODE_BASE_FROM_INIT : ppl_page_lsn(base);
+}
+
+/* The page a rebuild of p starts from into frame: its data-file page, or
+ * zeros when the log initializes it. 0, or read_base's failure. */
+static int base_of(struct ppl_node *n, const struct npage *p, uint32_t space, uint32_t page_no, uint8_t *frame,
+		   ppl_node_read_fn read_base, void *read_arg)
+{
+	if (!p->from_init)
+		return read_base(read_arg, space, page_no, frame);
+	memset(frame, 0, n->cfg.page_size);
+	return 0;
 }
 
 unsigned ppl_node_elide(struct ppl_node *n, uint32_t space, uint32_t page_no, uint64_t lsn, uint32_t checksum,
@@ -1064,10 +1077,10 @@ unsigned ppl_node_elide_rebuilt(struct ppl_node *n, uint32_t space, uint32_t pag
 	} else {
 		bool changed = false;
 		struct ppl_apply_error e;
-		int rd = p->from_init ? (memset(frame, 0, n->cfg.page_size), 0)
-				      : read_base(read_arg, space, page_no, frame);
-		uint64_t base_lsn = rd ? 0 : ppl_node_base_lsn(p->from_init, p->init_lsn, frame);
-		uint32_t base_sum = p->from_init || rd ? 0 : ppl_rd4(frame + n->cfg.page_size - 4);
+		int rd = base_of(n, p, space, page_no, frame, read_base, read_arg);
+		uint32_t base_sum = 0;
+		uint64_t base_lsn = rd ? 0 : ppl_node_base_key(p->from_init, p->init_lsn, frame, n->cfg.page_size,
+							       &base_sum);
 		enum ppl_apply_status s = PPL_APPLY_CORRUPT;
 		bool resumed = false;
 		if (!rd && out && out->resume &&
@@ -1077,8 +1090,7 @@ unsigned ppl_node_elide_rebuilt(struct ppl_node *n, uint32_t space, uint32_t pag
 				  ppl_page_stored_crc(frame, n->cfg.page_size) == checksum;
 			/* anything but a yes is the base's and the records' to say */
 			if (!resumed)
-				rd = p->from_init ? (memset(frame, 0, n->cfg.page_size), 0)
-						  : read_base(read_arg, space, page_no, frame);
+				rd = base_of(n, p, space, page_no, frame, read_base, read_arg);
 		}
 		if (!rd && !resumed)
 			s = rebuild_locked(n, p, space, page_no, frame, UINT64_MAX, false, &changed, NULL, &e);

@@ -101,8 +101,8 @@ enum ppl_apply_status store_rebuild(struct ppl_store *e, struct ppl_node *n, uin
 	size_t ps = e->page_size;
 	/* a page this base rebuilt before, older: only the records after it
 	 * are applied; should that fail, the base decides */
-	uint64_t base = ppl_node_base_lsn(info->from_init, info->init_lsn, frame);
-	uint32_t base_sum = info->from_init ? 0 : ppl_rd4(frame + ps - 4);
+	uint32_t base_sum;
+	uint64_t base = ppl_node_base_key(info->from_init, info->init_lsn, frame, ps, &base_sum);
 	if (e->cache && (*spare != NULL || (*spare = aligned_alloc(4096, ps)) != NULL) &&
 	    ppl_page_cache_get_before(e->cache, space, page_no, base, base_sum, info->last_lsn, *spare) &&
 	    ppl_node_rebuild_resumed(n, space, page_no, *spare, UINT64_MAX, changed, applied, err) == PPL_APPLY_OK &&
@@ -142,8 +142,8 @@ static int read_pages(struct ppl_store *e, struct ppl_node *n, uint64_t fileid, 
 		 * write staged is the base */
 		bool restored = !ppl_page_crc_ok(frame, ps) && store_dw_kept_base(e, space, page_no, frame);
 		/* the log initializes the page: the rebuild does not read the base */
-		uint64_t base = ppl_node_base_lsn(info.from_init, info.init_lsn, frame);
-		uint32_t base_sum = info.from_init ? 0 : ppl_rd4(frame + ps - 4);
+		uint32_t base_sum;
+		uint64_t base = ppl_node_base_key(info.from_init, info.init_lsn, frame, ps, &base_sum);
 		/* the cost of serving the page rebuilt, from here: the wait for
 		 * the held tail above is the restart's, not the rebuild's */
 		uint64_t t0 = store_now_ns(e);

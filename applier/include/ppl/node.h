@@ -133,11 +133,13 @@ enum ppl_apply_status ppl_node_rebuild_resumed(struct ppl_node *n, uint32_t spac
 					       struct ppl_apply_error *err);
 
 /* What a cache of rebuilt pages names a page's base by: the data-file
- * page's LSN, or for a page the log initializes (ppl_node_page_info's
- * from_init) that initialization's LSN, marked so as never to equal a
- * stored page's: a page freed and initialized again is another page. */
+ * page's LSN and (*sum) stored checksum, or for a page the log
+ * initializes (ppl_node_page_info's from_init) that initialization's
+ * LSN, marked so as never to equal a stored page's, and 0: a page freed
+ * and initialized again is another page. Returns the LSN. */
 #define PPL_NODE_BASE_FROM_INIT (1ull << 63)
-uint64_t ppl_node_base_lsn(bool from_init, uint64_t init_lsn, const uint8_t *base);
+uint64_t ppl_node_base_key(bool from_init, uint64_t init_lsn, const uint8_t *base, size_t page_size,
+			   uint32_t *sum);
 
 /* Visits every page that has a sink user slot set, in (space, page) order. */
 void ppl_node_for_each_user(struct ppl_node *n, void (*fn)(void *arg, uint32_t space, uint32_t page_no, void *user),
@@ -194,8 +196,8 @@ unsigned ppl_node_elide(struct ppl_node *n, uint32_t space, uint32_t page_no, ui
  * not changed), so the read need not rebuild it again. */
 struct ppl_node_rebuilt {
 	uint8_t *frame;    /* page_size bytes, the caller's: the rebuild's work frame */
-	uint64_t base_lsn; /* the base it was rebuilt from: ppl_node_base_lsn, and its */
-	uint32_t base_sum; /* stored checksum (0 when the log initialized the page) */
+	uint64_t base_lsn; /* the base it was rebuilt from, as */
+	uint32_t base_sum; /* ppl_node_base_key names it */
 	bool filled;       /* an ACK whose rebuild applied records */
 	/* Optional, the caller's cache: copies into frame a page an earlier
 	 * rebuild of this base produced up to an LSN at most upto and returns
