@@ -614,11 +614,11 @@ static int open_get(struct ppl_datadir *d, uint32_t space, uint64_t want)
 		struct open_file *o = &d->open[i];
 		if (o->fd < 0 || o->retired || o->space != space)
 			continue;
-		if (o->gen == gen && now - o->checked_ns < OPEN_RECHECK_NS && (want == 0 || want == o->ino)) {
+		if (o->gen != gen || now - o->checked_ns >= OPEN_RECHECK_NS) {
+			open_retire(d, o); /* checked again by the caller's open */
+		} else if (want == 0 || want == o->ino) {
 			o->users++;
 			slot = (int)i;
-		} else if (o->gen != gen || now - o->checked_ns >= OPEN_RECHECK_NS) {
-			open_retire(d, o); /* checked again by the caller's open */
 		}
 	}
 	pthread_mutex_unlock(&d->open_lock);
@@ -635,8 +635,9 @@ static void open_put(struct ppl_datadir *d, int slot)
 }
 
 /* fd: space's file, checked by open_space under map generation gen:
- * kept open (taken), or closed when no slot is free. */
-static void open_keep(struct ppl_datadir *d, uint32_t space, uint64_t ino, int fd, uint64_t gen)
+ * kept open, its slot returned with the caller as its one user; -1 when
+ * no slot is free (fd stays the caller's). */
+static int open_keep(struct ppl_datadir *d, uint32_t space, uint64_t ino, int fd, uint64_t gen)
 {
 	pthread_mutex_lock(&d->open_lock);
 	int slot = -1;
@@ -657,12 +658,11 @@ static void open_keep(struct ppl_datadir *d, uint32_t space, uint64_t ino, int f
 		}
 	if (slot >= 0) {
 		d->open[slot] = (struct open_file){ .fd = fd, .space = space, .ino = ino, .gen = gen,
-						    .checked_ns = mono_ns() };
+						    .checked_ns = mono_ns(), .users = 1 };
 		d->open_next = ((unsigned)slot + 1) % OPEN_FILES;
 	}
 	pthread_mutex_unlock(&d->open_lock);
-	if (slot < 0)
-		d->io->close(d->io->arg, fd);
+	return slot;
 }
 
 /* The space's file for reading: an open one still good, or one opened and
@@ -676,20 +676,14 @@ static int open_read(struct ppl_datadir *d, uint32_t space, uint64_t want, uint6
 		return d->open[*slot].fd;
 	}
 	/* the generation before the checks: a change of the map during
-	 * them leaves the file to be checked again */
+	 * them leaves the file to be checked again by the next read */
 	uint64_t gen = __atomic_load_n(&d->gen, __ATOMIC_ACQUIRE), opened = 0;
 	int fd = open_space(d, space, want, O_RDONLY, &opened);
 	if (fd < 0)
 		return -1;
 	if (ino)
 		*ino = opened;
-	open_keep(d, space, opened, fd, gen);
-	*slot = open_get(d, space, opened);
-	if (*slot >= 0)
-		return d->open[*slot].fd;
-	/* not kept (every slot in use, or the map changed meanwhile): once */
-	fd = open_space(d, space, want, O_RDONLY, NULL);
-	*slot = -1;
+	*slot = open_keep(d, space, opened, fd, gen); /* -1: every slot in use; fd used once */
 	return fd;
 }
 
