@@ -33,7 +33,9 @@ does, before the timed run (use it with --seconds 600 for the long runs).
 Per run: TPS, latency p95/p99 (sysbench's histogram), TPS each second,
 link bytes per transaction, bytes the storage side wrote to its disk per
 transaction (ganesha.nfsd's write_bytes; mariadbd's for local), CPU
-seconds per 1,000 transactions of each node, and for the stack the
+seconds per 1,000 transactions of each node, READ latency at the compute
+node (ppl-mount's figures, asked with SIGUSR1 before and after the timed
+run; the round trip and the server together), and for the stack the
 checkpoint-gate and log-wrap waits. After each run CHECK TABLE (and the
 TPC-C consistency check) must pass. Written to --out: results.json,
 report.md (tables) and PNG plots: TPS over time per workload and thread
@@ -54,6 +56,7 @@ import os
 import re
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -260,6 +263,29 @@ class Nodes:
             if self.pool and os.path.exists(self.pool):
                 os.unlink(self.pool)
 
+    def client_reads(self):
+        """ppl-mount's READ latency since the last call (it logs them on
+        SIGUSR1): the compute node's view of a read, round trip included.
+        None for local and for the kernel client."""
+        m = self.mount
+        if m is None or getattr(m, "proc", None) is None or not getattr(m, "log", None):
+            return None
+        def lines():
+            with open(m.log, errors="replace") as f:
+                return CLIENT_READS.findall(f.read())
+        n = len(lines())
+        m.proc.send_signal(signal.SIGUSR1)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            got = lines()
+            if len(got) > n:
+                count, p50, p90, p99, p999, larger = map(int, got[n])
+                return {"client_reads": count, "client_read_p50_us": p50, "client_read_p90_us": p90,
+                        "client_read_p99_us": p99, "client_read_p999_us": p999, "client_reads_larger": larger}
+            time.sleep(0.05)
+        print(f"  ppl-mount logged no read figures after SIGUSR1 (see {m.log})", flush=True)
+        return None
+
     def figures(self):
         """Counters whose differences make a run's figures."""
         compute = [self.db.proc.pid] + ([self.mount.proc.pid] if self.mount else [])
@@ -339,6 +365,8 @@ class Workload:
                 raise SystemExit("TPC-C consistency check failed:\n" + r.stdout[-3000:])
 
 
+CLIENT_READS = re.compile(r"reads since the last report: (\d+) of at most 64 KiB, p50 (\d+) us, p90 (\d+) us, "
+                          r"p99 (\d+) us, p99.9 (\d+) us; (\d+) larger")
 HIST = re.compile(r"^\s*([\d.]+)\s*\|[*\s]*(\d+)\s*$", re.M)
 TICK = re.compile(r"^\[ (\d+)s \] thds: \d+ tps: ([\d.]+)", re.M)
 
@@ -393,10 +421,12 @@ def one_run(a, work, w, setup, threads, dataset, buffer_pool):
             t0 = time.time()
             w.load(n.db)
             print(f"  {label}: loaded through this set-up in {time.time() - t0:.0f} s", flush=True)
+        n.client_reads()   # starts the count for the timed run
         before = n.figures()
         stats_from = len(STATS.findall(n.g.log_text(since_start=True))) if setup in PPL_SETUPS else 0
         result = run_load(w, n.db, threads, a.seconds, label)
         after = n.figures()
+        result.update(n.client_reads() or {})
         if setup in PPL_SETUPS:
             result["storage_series"] = storage_series(STATS.findall(n.g.log_text(since_start=True))[stats_from:])
         w.check(n.db)
@@ -426,7 +456,9 @@ def one_run(a, work, w, setup, threads, dataset, buffer_pool):
             f"storage-node reads p50/p99 plain {result.get('plain_read_p50_us')}/{result.get('plain_read_p99_us')} us, "
             f"rebuilt {result.get('rebuilt_read_p50_us')}/{result.get('rebuilt_read_p99_us')} us"
             if setup in PPL_SETUPS else "")
-    print(f"  {label}: {result['tps']:.1f} TPS, p95 {result['p95_ms']} ms, p99 {result['p99_ms']} ms{gate}",
+    client = (f", client reads p50/p99 {result['client_read_p50_us']}/{result['client_read_p99_us']} us"
+              if "client_read_p50_us" in result else "")
+    print(f"  {label}: {result['tps']:.1f} TPS, p95 {result['p95_ms']} ms, p99 {result['p99_ms']} ms{gate}{client}",
           flush=True)
     return result
 
@@ -501,6 +533,15 @@ def report(a, out, runs, datasets):
                   "| --- | --- | --- | --- | --- | --- |"]
         lines += [f"| {wl} | {th} | {r['plain_read_p50_us']} | {r['plain_read_p99_us']} | {r['rebuilt_read_p50_us']} "
                   f"| {r['rebuilt_read_p99_us']} |" for wl, th, r in lat]
+    cli = [(wl, th, s, by[s]) for (wl, th), by in groups.items() for s in SETUPS
+           if s in by and "client_read_p50_us" in by[s]]
+    if cli:
+        lines += ["", "READs of at most 64 KiB as the compute node sees them (ppl-mount, from the READ's arrival "
+                  "to its data, round trip included; the timed run only), in us:", "",
+                  "| workload | threads | set-up | reads | p50 | p90 | p99 | p99.9 |",
+                  "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+        lines += [f"| {wl} | {th} | {s} | {r['client_reads']} | {r['client_read_p50_us']} | {r['client_read_p90_us']} "
+                  f"| {r['client_read_p99_us']} | {r['client_read_p999_us']} |" for wl, th, s, r in cli]
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     plots(out, groups)

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "figures.h"
 #include "log.h"
 #include "nodes.h"
 #include "ops.h"
@@ -115,6 +116,8 @@ int main(int argc, char **argv)
 	double timeout = 30;
 	struct ops_config ocfg = { .attr_timeout = 1.0, .direct_io_all = 0 };
 	struct fuse_args fargs = FUSE_ARGS_INIT(0, NULL);
+
+	figures_block_signal();
 	const char *fuse_o[64];
 	int n_o = 0;
 	int c;
@@ -244,6 +247,8 @@ int main(int argc, char **argv)
 	log_msg("mounted %s on %s (%ld connections, %s, rsize %u, wsize %u)", url, mountpoint,
 		connections, hard ? "hard" : "soft", pool_rsize(pool), pool_wsize(pool));
 
+	figures_start();
+
 	struct fuse_loop_config *lc = fuse_loop_cfg_create();
 	if (!lc) {
 		fprintf(stderr, "ppl-mount: out of memory\n");
@@ -253,6 +258,7 @@ int main(int argc, char **argv)
 	fuse_loop_cfg_set_idle_threads(lc, (unsigned)(threads < 4 ? threads : 4));
 	rc = fuse_session_loop_mt(se, lc) == 0 ? 0 : 1;
 	fuse_loop_cfg_destroy(lc);
+	figures_log_total();
 	log_msg("unmounted %s (write verifier changes handled by re-sending: %lu)",
 		mountpoint, writeback_resends());
 out_unmount:

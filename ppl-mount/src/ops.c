@@ -14,8 +14,10 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "figures.h"
 #include "log.h"
 #include "reply.h"
 #include "unlink.h"
@@ -519,11 +521,18 @@ static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ssize_t got = read_range(&node_of(ino)->fh, buf, size, (uint64_t)off);
-	if (got < 0)
+	if (got < 0) {
 		fuse_reply_err(req, (int)-got);
-	else
+	} else {
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		figures_read((uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t1.tv_nsec -
+				     (uint64_t)t0.tv_nsec,
+			     size);
 		fuse_reply_buf(req, buf, (size_t)got);
+	}
 	free(buf);
 }
 

@@ -3,7 +3,10 @@ byte against the server's backing directory."""
 import mmap
 import os
 import random
+import re
+import signal
 import threading
+import time
 
 
 def backing_bytes(backing, name):
@@ -114,3 +117,51 @@ def test_concurrent_appenders_to_distinct_files(mnt, backing):
         t.join()
     for i, data in out.items():
         assert backing_bytes(backing, f"w{i}") == data
+
+
+def _report_lines(mount):
+    with open(mount.log) as f:
+        return [l for l in f if "reads since the last report:" in l]
+
+
+def _wait_report(mount, n):
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        lines = _report_lines(mount)
+        if len(lines) >= n:
+            return lines[n - 1]
+        time.sleep(0.05)
+    raise AssertionError("no read figures after SIGUSR1:\n" + mount.tail_log())
+
+
+def test_sigusr1_reports_read_latency_per_interval(mount, mnt):
+    """SIGUSR1 logs the page-sized READs since the last report (the figure
+    bench-twonode takes before and after a timed run) and does not end the
+    mount; a READ over 64 KiB is counted apart."""
+    page = 16384
+    path = os.path.join(mnt, "t.ibd")
+    with open(path, "wb") as f:
+        f.write(os.urandom(page * 80))
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    buf = mmap.mmap(-1, page * 80)
+    try:
+        mount.proc.send_signal(signal.SIGUSR1)
+        _wait_report(mount, 1)
+        for i in range(25):
+            assert os.preadv(fd, [memoryview(buf)[:page]], i * page) == page
+        assert os.preadv(fd, [buf], 0) == page * 80   # 1.25 MiB: one larger read, or pieces of it
+        mount.proc.send_signal(signal.SIGUSR1)
+        line = _wait_report(mount, 2)
+        m = re.search(r"(\d+) of at most 64 KiB, p50 (\d+) us, p90 \d+ us, p99 (\d+) us, "
+                      r"p99.9 \d+ us; (\d+) larger", line)
+        assert m, line
+        small, p50, p99, larger = map(int, m.groups())
+        # the kernel may split the big read into pieces of its own size
+        assert small >= 25 and larger + (small - 25) >= 1, line
+        assert 0 < p50 <= p99, line
+        mount.proc.send_signal(signal.SIGUSR1)
+        line = _wait_report(mount, 3)
+        assert ": 0 of at most 64 KiB" in line and "; 0 larger" in line, line
+    finally:
+        os.close(fd)
+    assert mount.proc.poll() is None, "SIGUSR1 ended the mount"
