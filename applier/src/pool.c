@@ -263,6 +263,13 @@ uint64_t ppl_pool_durable_lsn(const struct ppl_pool *p)
 
 /* ---- the recovery scan -------------------------------------------------- */
 
+static uint64_t mono_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
 struct head_ref {
 	uint64_t key;
 	uint32_t seq, block;
@@ -480,6 +487,7 @@ static int scan(struct ppl_pool *p, struct ppl_pool_recovery *rec, char *err, si
 	};
 	if (half[0].to < 1)
 		half[0].to = 1;
+	uint64_t t0 = mono_ns();
 	pthread_t t;
 	bool threaded = p->nblocks > 65536 && pthread_create(&t, NULL, pass1_run, &half[1]) == 0;
 	pass1_run(&half[0]);
@@ -487,6 +495,8 @@ static int scan(struct ppl_pool *p, struct ppl_pool_recovery *rec, char *err, si
 		pthread_join(t, NULL);
 	else
 		pass1_run(&half[1]);
+	uint64_t t1 = mono_ns();
+	rec->heads_ns = t1 - t0;
 	size_t nheads = half[0].n + half[1].n;
 	struct head_ref *heads = malloc((nheads ? nheads : 1) * sizeof(*heads));
 	rec->damaged_blocks += half[0].damaged + half[1].damaged;
@@ -520,6 +530,9 @@ static int scan(struct ppl_pool *p, struct ppl_pool_recovery *rec, char *err, si
 		return fail(err, errlen, "out of memory for the pool index (%zu pages)", nheads);
 	}
 
+	uint64_t t2 = mono_ns();
+	rec->table_ns = t2 - t1;
+
 	/* Walk the chains, both halves at once (split between pages). */
 	struct walk w[2] = {
 		{ .p = p, .heads = heads, .from = 0, .to = nheads / 2, .visited = visited },
@@ -542,6 +555,8 @@ static int scan(struct ppl_pool *p, struct ppl_pool_recovery *rec, char *err, si
 	/* the second half's directory slots follow the first's */
 	memmove(p->dir + w[0].ndir, p->dir + w[1].from, w[1].ndir * sizeof(*p->dir));
 	p->ndir = w[0].ndir + w[1].ndir;
+	uint64_t t3 = mono_ns();
+	rec->walk_ns = t3 - t2;
 	for (int i = 0; i < 2; i++) {
 		rec->replaced_chains += w[i].replaced;
 		rec->damaged_pages += w[i].damaged;
@@ -560,6 +575,7 @@ static int scan(struct ppl_pool *p, struct ppl_pool_recovery *rec, char *err, si
 	p->n_pages += p->ndir;
 	free(visited);
 	free(heads);
+	rec->free_ns = mono_ns() - t3;
 	return 0;
 }
 
@@ -712,7 +728,9 @@ int ppl_pool_open(const char *path, const struct ppl_pool_options *o, struct ppl
 		fail(err, errlen, "out of memory for doublewrite slots");
 		goto bad_scan;
 	}
+	uint64_t dw0 = mono_ns();
 	pool_dw_recover(p, &rec);
+	rec.dw_ns = mono_ns() - dw0;
 	rec.durable_lsn = p->durable_lsn;
 	/* Entries for a few pages are built now; for many, in the background
 	 * (lookups meanwhile search the scan's directory). */

@@ -312,9 +312,12 @@ int ppl_store_start_elision(struct ppl_store *e, const struct ppl_config *c, cha
 		SLOG(e, PPL_LOG_WARN, "PPL: %s: %s: should this pool be lost before a clean stop, the next start "
 			"could not tell (make the export's directory writable for the storage node)", e->exportdir,
 			merr);
-	SLOG(e, PPL_LOG_EVENT, "PPL: %s: pool %s opened in %.3f s: %" PRIu64 " doublewrite slot(s) pending, %"
-		 PRIu64 " page(s) restored, %" PRIu64 " current, %" PRIu64 " not checked", e->exportdir, c->pool_path,
-		 (double)rec.elapsed_ns / 1e9, rec.dw_pending, rec.dw_restored, rec.dw_current,
+	SLOG(e, PPL_LOG_EVENT, "PPL: %s: pool %s opened in %.3f s (%" PRIu64 " page(s) in %" PRIu64
+		 " block(s); chain heads %.3f s, table %.3f s, chains %.3f s, free list %.3f s, doublewrite %.3f s): %"
+		 PRIu64 " doublewrite slot(s) pending, %" PRIu64 " page(s) restored, %" PRIu64 " current, %" PRIu64
+		 " not checked", e->exportdir, c->pool_path, (double)rec.elapsed_ns / 1e9, rec.pages, rec.blocks_used,
+		 (double)rec.heads_ns / 1e9, (double)rec.table_ns / 1e9, (double)rec.walk_ns / 1e9,
+		 (double)rec.free_ns / 1e9, (double)rec.dw_ns / 1e9, rec.dw_pending, rec.dw_restored, rec.dw_current,
 		 rec.dw_unreadable + rec.dw_needs_restore);
 	struct ppl_elision_server_config sc = { .address = c->elision_address, .port = c->elision_port,
 						.token = c->elision_token, .allow = c->elision_clients,

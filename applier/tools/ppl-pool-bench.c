@@ -228,6 +228,10 @@ static int time_open(const char *path, double gib)
 	printf("recovery of a %.2f GiB pool: %" PRIu64 " pages, %" PRIu64 " records, %" PRIu64 " blocks used; "
 	       "open (scan, serving) %.3f s = %.3f s per GiB; index fully built %.3f s after the call\n", gib,
 	       c[0], c[1], rec.blocks_used, open_s, open_s / gib, all_s);
+	printf("  open's phases: heads %.3f s, table %.3f s, walk %.3f s, free list %.3f s, doublewrite %.3f s, "
+	       "the rest %.3f s\n", (double)rec.heads_ns / 1e9, (double)rec.table_ns / 1e9, (double)rec.walk_ns / 1e9,
+	       (double)rec.free_ns / 1e9, (double)rec.dw_ns / 1e9,
+	       (double)(rec.elapsed_ns - rec.heads_ns - rec.table_ns - rec.walk_ns - rec.free_ns - rec.dw_ns) / 1e9);
 	ppl_pool_close(p);
 	return 0;
 }

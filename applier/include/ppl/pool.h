@@ -99,6 +99,12 @@ struct ppl_pool_recovery {
 	uint64_t dw_damaged;           /* slot checksum failed: left alone */
 	uint64_t durable_lsn;
 	uint64_t elapsed_ns;           /* open, scan and doublewrite restore: the pool serves from here */
+	/* Where elapsed_ns went (the rest: mapping, superblock, allocations). */
+	uint64_t heads_ns;             /* every block's commit word read, chain heads sorted by page */
+	uint64_t table_ns;             /* the heads merged, the hash table and directory allocated */
+	uint64_t walk_ns;              /* every chain's shape checked */
+	uint64_t free_ns;              /* the free list built from the blocks no chain holds */
+	uint64_t dw_ns;                /* doublewrite slots checked and restored */
 	/* For many pages the index entries are built after open by a
 	 * background thread (lookups work meanwhile); `records` and damaged
 	 * pages found then are logged, not counted here. */
