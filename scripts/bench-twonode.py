@@ -217,7 +217,7 @@ class Nodes:
         self.g = self.mount = None
         self.pool = None
         fresh_dir(base)
-        options = [f"--innodb-buffer-pool-size={buffer_pool}"]
+        options = [f"--innodb-buffer-pool-size={buffer_pool}"] + [f"--{o}" for o in a.mysqld_option]
         env = None
         if setup == "local":
             datadir = os.path.join(base, "data")
@@ -397,6 +397,19 @@ def percentile(hist, q):
     return hist[-1][0] if hist else None
 
 
+# MariaDB's own counters of what it waited for, per run: a user thread
+# that found no free page in the buffer pool and waited for the page
+# cleaner (wait_free), pages it wrote, and reads it did.
+INNODB_COUNTERS = ("Innodb_buffer_pool_wait_free", "Innodb_buffer_pool_pages_flushed", "Innodb_data_reads",
+                   "Innodb_data_writes")
+
+
+def innodb_counters(db):
+    names = ",".join(f"'{n}'" for n in INNODB_COUNTERS)
+    out = db.sql(f"SHOW GLOBAL STATUS WHERE Variable_name IN ({names})")
+    return {k: int(v) for k, v in (line.split("\t") for line in out.splitlines() if "\t" in line)}
+
+
 def run_load(w, db, threads, seconds, label):
     """sysbench's run with a progress line each second and its latency
     histogram; returns its figures."""
@@ -438,11 +451,13 @@ def one_run(a, work, w, setup, threads, dataset, buffer_pool):
             w.load(n.db)
             print(f"  {label}: loaded through this set-up in {time.time() - t0:.0f} s", flush=True)
         n.client_reads()   # starts the count for the timed run
+        counters = innodb_counters(n.db)
         before = n.figures()
         stats_from = len(STATS.findall(n.g.log_text(since_start=True))) if setup in PPL_SETUPS else 0
         result = run_load(w, n.db, threads, a.seconds, label)
         after = n.figures()
         result.update(n.client_reads() or {})
+        result["innodb"] = {k: v - counters.get(k, 0) for k, v in innodb_counters(n.db).items()}
         if setup in PPL_SETUPS:
             result["storage_series"] = storage_series(STATS.findall(n.g.log_text(since_start=True))[stats_from:])
         w.check(n.db)
@@ -475,6 +490,9 @@ def one_run(a, work, w, setup, threads, dataset, buffer_pool):
             if setup in PPL_SETUPS else "")
     client = (f", client reads p50/p99 {result['client_read_p50_us']}/{result['client_read_p99_us']} us"
               if "client_read_p50_us" in result else "")
+    inno = result.get("innodb", {})
+    client += (f", InnoDB waits for a free page {inno.get('Innodb_buffer_pool_wait_free')}, "
+               f"pages flushed {inno.get('Innodb_buffer_pool_pages_flushed')}")
     print(f"  {label}: {result['tps']:.1f} TPS, p95 {result['p95_ms']} ms, p99 {result['p99_ms']} ms{gate}{client}",
           flush=True)
     return result
@@ -692,6 +710,8 @@ def main():
                     help="load the data once locally and copy it in (default), or through each set-up")
     ap.add_argument("--buffer-pool-pct", type=int, default=10, help="buffer pool as %% of the data (default 10)")
     ap.add_argument("--min-buffer-pool-mb", type=int, default=8)
+    ap.add_argument("--mysqld-option", action="append", default=[], metavar="NAME=VALUE",
+                    help="a mariadbd option for every set-up's timed runs (repeatable), e.g. innodb_use_native_aio=0")
     ap.add_argument("--compute-cpus", default="0", help="CPUs of the compute node (default 0)")
     ap.add_argument("--storage-cpus", default="1", help="CPUs of the storage node (default 1)")
     ap.add_argument("--link-rate", default="1gbit", help="tc tbf rate of the link (default 1gbit; 0: unshaped)")
