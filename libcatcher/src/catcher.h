@@ -242,6 +242,9 @@ void catcher_count_style(enum catcher_style s);
 /* Bytes on the elision connection (hellos included) and questions sent,
  * so a run can weigh what the questions cost against the pages saved. */
 void catcher_count_wire(size_t sent, size_t received, unsigned questions);
+/* How long one catcher_ask() kept its writer waiting (a slot, the
+ * connection, the exchange): a page write's whole cost when elided. */
+void catcher_count_wait(uint64_t ns);
 void catcher_stats_dump(void); /* async-signal-safe */
 void catcher_stats_tick(void); /* periodic log line, from the write path */
 void catcher_stats_after_fork(void);

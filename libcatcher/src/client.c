@@ -285,9 +285,9 @@ static void exchange(struct slot *s, struct catcher_query **q, size_t n, uint64_
 	}
 }
 
-void catcher_ask(struct catcher_query **q, size_t n)
+static void ask(struct catcher_query **q, size_t n, uint64_t start)
 {
-	uint64_t deadline = catcher_now_ns() + (uint64_t)catcher_cfg.timeout_ms * 1000000u;
+	uint64_t deadline = start + (uint64_t)catcher_cfg.timeout_ms * 1000000u;
 	uint8_t none[CATCHER_PLAN_MAX_PAGES] = {0};
 	struct slot *s = acquire(deadline);
 	if (!s) {
@@ -310,4 +310,11 @@ void catcher_ask(struct catcher_query **q, size_t n)
 	}
 	exchange(s, q, n, deadline);
 	pthread_mutex_unlock(&s->lock);
+}
+
+void catcher_ask(struct catcher_query **q, size_t n)
+{
+	uint64_t start = catcher_now_ns();
+	ask(q, n, start);
+	catcher_count_wait(catcher_now_ns() - start);
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ppl/elision_proto.h"
+#include "ppl/histogram.h"
 
 struct cstats {
 	uint64_t writes, bytes, pages, elided, bytes_not_sent, errors;
@@ -25,6 +26,7 @@ struct cstats {
 static struct cstats stats[CLASS_COUNT];
 static uint64_t styles[STYLE_COUNT];
 static uint64_t wire_sent, wire_received, wire_questions;
+static struct ppl_histogram wait_us; /* catcher_ask() calls, in us */
 static int dumping;
 static uint64_t next_tick_ns;
 
@@ -70,6 +72,11 @@ void catcher_count_wire(size_t sent, size_t received, unsigned questions)
 		ADD(wire_received, received);
 	if (questions)
 		ADD(wire_questions, questions);
+}
+
+void catcher_count_wait(uint64_t ns)
+{
+	ppl_histogram_add(&wait_us, ns / 1000);
 }
 
 void catcher_count_error(unsigned cls)
@@ -232,7 +239,12 @@ void catcher_stats_dump(void)
 		put(&o, "}, \"elision\": {");
 		put_kv(&o, "questions", GET(wire_questions), true);
 		put_kv(&o, "bytes_sent", GET(wire_sent), true);
-		put_kv(&o, "bytes_received", GET(wire_received), false);
+		put_kv(&o, "bytes_received", GET(wire_received), true);
+		/* a writer's wait per exchange (all its pages' questions at once) */
+		put_kv(&o, "exchanges", ppl_histogram_count(&wait_us), true);
+		put_kv(&o, "wait_p50_us", ppl_histogram_percentile(&wait_us, 50), true);
+		put_kv(&o, "wait_p99_us", ppl_histogram_percentile(&wait_us, 99), true);
+		put_kv(&o, "wait_p999_us", ppl_histogram_percentile(&wait_us, 99.9), false);
 		put(&o, "}");
 		put(&o, "}\n");
 		flush_out(&o);
@@ -277,6 +289,7 @@ void catcher_stats_after_fork(void)
 	__atomic_store_n(&dumping, 0, __ATOMIC_RELAXED);
 	memset(stats, 0, sizeof stats); /* the child's own writes from here on */
 	memset(styles, 0, sizeof styles);
+	memset(&wait_us, 0, sizeof wait_us);
 	catcher_config_refresh_pid();
 	/* Without %p in the path the child would overwrite the parent's file. */
 	if (!strstr(catcher_cfg.stats_file_pattern, "%p"))
@@ -298,7 +311,10 @@ void catcher_stats_tick(void)
 	uint64_t refused = 0;
 	for (unsigned r = 0; r < R_COUNT; r++)
 		refused += t.refused[r];
-	catcher_log("writes %llu pages %llu elided %llu refused %llu errors %llu bytes_not_sent %llu",
+	catcher_log("writes %llu pages %llu elided %llu refused %llu errors %llu bytes_not_sent %llu "
+		    "wait p50/p99 %llu/%llu us",
 		    (unsigned long long)t.writes, (unsigned long long)t.pages, (unsigned long long)t.elided,
-		    (unsigned long long)refused, (unsigned long long)t.errors, (unsigned long long)t.bytes_not_sent);
+		    (unsigned long long)refused, (unsigned long long)t.errors, (unsigned long long)t.bytes_not_sent,
+		    (unsigned long long)ppl_histogram_percentile(&wait_us, 50),
+		    (unsigned long long)ppl_histogram_percentile(&wait_us, 99));
 }

@@ -938,6 +938,12 @@ static void run(const char *style, const struct behaviour *b)
 		/* the parent's own questions, and their bytes on the wire: 32 per
 		 * question and 16 per verdict, plus one hello exchange at least */
 		CHECK_EQ_U(json_get(j, "elision", "questions"), 13);
+		/* every question was waited for, in at most 13 exchanges, and
+		 * a round trip over loopback takes at least a microsecond */
+		long ex = json_get(j, "elision", "exchanges");
+		CHECK(ex >= 1 && ex <= 13);
+		CHECK(json_get(j, "elision", "wait_p50_us") >= 1);
+		CHECK(json_get(j, "elision", "wait_p99_us") >= json_get(j, "elision", "wait_p50_us"));
 		CHECK(json_get(j, "elision", "bytes_sent") >= 13 * 32 + 20);
 		CHECK(json_get(j, "elision", "bytes_received") >= 13 * 16 + 20);
 	}
