@@ -707,11 +707,6 @@ int ppl_pool_open(const char *path, const struct ppl_pool_options *o, struct ppl
 	pthread_mutex_init(&p->ent_lock, NULL);
 	pthread_mutex_init(&p->idx_lock, NULL);
 	pthread_cond_init(&p->idx_cond, NULL);
-	/* Prefaulting runs beside the scan: both walk the whole mapping. */
-	pthread_t pf;
-	bool pf_thread = pthread_create(&pf, NULL, prefault_run, p) == 0;
-	if (!pf_thread)
-		prefault(p);
 	load_ckpt(p);
 	if (p->ckpt_seq == 0)
 		pool_logf(p, "pool %s: both durable-LSN slots are damaged; the durable LSN reads as 0, so the "
@@ -719,10 +714,7 @@ int ppl_pool_open(const char *path, const struct ppl_pool_options *o, struct ppl
 
 	struct ppl_pool_recovery rec;
 	memset(&rec, 0, sizeof(rec));
-	int scan_rc = scan(p, &rec, err, errlen);
-	if (pf_thread)
-		pthread_join(pf, NULL);
-	if (scan_rc != 0)
+	if (scan(p, &rec, err, errlen) != 0)
 		goto bad_scan;
 	if (pool_dw_init(p) != 0) {
 		fail(err, errlen, "out of memory for doublewrite slots");
@@ -731,6 +723,13 @@ int ppl_pool_open(const char *path, const struct ppl_pool_options *o, struct ppl
 	uint64_t dw0 = mono_ns();
 	pool_dw_recover(p, &rec);
 	rec.dw_ns = mono_ns() - dw0;
+	/* The scan read every block, so every page of the mapping is in;
+	 * what is left is making them writable without a fault on an
+	 * append's path. That runs behind the open: beside the scan's two
+	 * threads it doubled their time (heads 0.34-0.56 s against 0.20 s on
+	 * a full 1 GiB pool), and an append meanwhile takes at most a minor
+	 * fault. Without the thread, the appends take those faults. */
+	p->prefaulter_running = pthread_create(&p->prefaulter, NULL, prefault_run, p) == 0;
 	rec.durable_lsn = p->durable_lsn;
 	/* Entries for a few pages are built now; for many, in the background
 	 * (lookups meanwhile search the scan's directory). */
@@ -784,6 +783,8 @@ void ppl_pool_close(struct ppl_pool *p)
 {
 	if (p == NULL)
 		return;
+	if (p->prefaulter_running)
+		pthread_join(p->prefaulter, NULL); /* it walks the mapping unmapped below */
 	if (p->indexer_running) {
 		__atomic_store_n(&p->indexer_stop, 1, __ATOMIC_RELAXED);
 		pthread_join(p->indexer, NULL);

@@ -114,6 +114,8 @@ struct ppl_pool {
 	int dir_state;           /* 1 while entries are being built */
 	pthread_t indexer;
 	bool indexer_running;
+	pthread_t prefaulter; /* write-faults the mapping in after open */
+	bool prefaulter_running;
 	int indexer_stop;
 	pthread_mutex_t idx_lock;
 	pthread_cond_t idx_cond;
