@@ -263,13 +263,6 @@ uint64_t ppl_pool_durable_lsn(const struct ppl_pool *p)
 
 /* ---- the recovery scan -------------------------------------------------- */
 
-static uint64_t mono_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
 struct head_ref {
 	uint64_t key;
 	uint32_t seq, block;
@@ -487,7 +480,7 @@ static int scan(struct ppl_pool *p, struct ppl_pool_recovery *rec, char *err, si
 	};
 	if (half[0].to < 1)
 		half[0].to = 1;
-	uint64_t t0 = mono_ns();
+	uint64_t t0 = pool_now_ns();
 	pthread_t t;
 	bool threaded = p->nblocks > 65536 && pthread_create(&t, NULL, pass1_run, &half[1]) == 0;
 	pass1_run(&half[0]);
@@ -495,7 +488,7 @@ static int scan(struct ppl_pool *p, struct ppl_pool_recovery *rec, char *err, si
 		pthread_join(t, NULL);
 	else
 		pass1_run(&half[1]);
-	uint64_t t1 = mono_ns();
+	uint64_t t1 = pool_now_ns();
 	rec->heads_ns = t1 - t0;
 	size_t nheads = half[0].n + half[1].n;
 	struct head_ref *heads = malloc((nheads ? nheads : 1) * sizeof(*heads));
@@ -530,7 +523,7 @@ static int scan(struct ppl_pool *p, struct ppl_pool_recovery *rec, char *err, si
 		return fail(err, errlen, "out of memory for the pool index (%zu pages)", nheads);
 	}
 
-	uint64_t t2 = mono_ns();
+	uint64_t t2 = pool_now_ns();
 	rec->table_ns = t2 - t1;
 
 	/* Walk the chains, both halves at once (split between pages). */
@@ -555,7 +548,7 @@ static int scan(struct ppl_pool *p, struct ppl_pool_recovery *rec, char *err, si
 	/* the second half's directory slots follow the first's */
 	memmove(p->dir + w[0].ndir, p->dir + w[1].from, w[1].ndir * sizeof(*p->dir));
 	p->ndir = w[0].ndir + w[1].ndir;
-	uint64_t t3 = mono_ns();
+	uint64_t t3 = pool_now_ns();
 	rec->walk_ns = t3 - t2;
 	for (int i = 0; i < 2; i++) {
 		rec->replaced_chains += w[i].replaced;
@@ -575,7 +568,7 @@ static int scan(struct ppl_pool *p, struct ppl_pool_recovery *rec, char *err, si
 	p->n_pages += p->ndir;
 	free(visited);
 	free(heads);
-	rec->free_ns = mono_ns() - t3;
+	rec->free_ns = pool_now_ns() - t3;
 	return 0;
 }
 
@@ -635,8 +628,7 @@ static void *prefault_run(void *arg)
 int ppl_pool_open(const char *path, const struct ppl_pool_options *o, struct ppl_pool **out,
 		  struct ppl_pool_recovery *rec_out, char *err, size_t errlen)
 {
-	struct timespec t0, t1;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	uint64_t t0 = pool_now_ns();
 	struct ppl_pool *p = calloc(1, sizeof(*p));
 	if (p == NULL)
 		return fail(err, errlen, "out of memory");
@@ -720,9 +712,9 @@ int ppl_pool_open(const char *path, const struct ppl_pool_options *o, struct ppl
 		fail(err, errlen, "out of memory for doublewrite slots");
 		goto bad_scan;
 	}
-	uint64_t dw0 = mono_ns();
+	uint64_t dw0 = pool_now_ns();
 	pool_dw_recover(p, &rec);
-	rec.dw_ns = mono_ns() - dw0;
+	rec.dw_ns = pool_now_ns() - dw0;
 	/* The scan read every block, so every page of the mapping is in;
 	 * what is left is making them writable without a fault on an
 	 * append's path. That runs behind the open: beside the scan's two
@@ -750,8 +742,7 @@ int ppl_pool_open(const char *path, const struct ppl_pool_options *o, struct ppl
 		rec.damaged_pages += p->idx_damaged;
 		rec.index_ns = p->idx_ns;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	rec.elapsed_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)(t1.tv_nsec - t0.tv_nsec);
+	rec.elapsed_ns = pool_now_ns() - t0;
 	if (rec_out)
 		*rec_out = rec;
 	*out = p;

@@ -249,9 +249,7 @@ static void *build_range(void *arg)
 
 void pool_index_build(struct ppl_pool *p)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	uint64_t t0 = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	uint64_t t0 = pool_now_ns();
 	/* two builders, one per half of the directory */
 	struct build_range r[2] = { { p, 0, p->ndir / 2 }, { p, p->ndir / 2, p->ndir } };
 	pthread_t t;
@@ -261,8 +259,7 @@ void pool_index_build(struct ppl_pool *p)
 		pthread_join(t, NULL);
 	else
 		build_range(&r[1]);
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	p->idx_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - t0;
+	p->idx_ns = pool_now_ns() - t0;
 }
 
 void pool_index_wait(struct ppl_pool *p)

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <urcu-bp.h>
 #include <urcu/rculfhash.h>
@@ -79,6 +80,14 @@ struct dir_ent {
  * once the page is written). */
 #define DW_IN_FLIGHT 1u
 #define DW_KEPT 2u
+
+/* The monotonic clock in ns: the open's phases and the index build's time. */
+static inline uint64_t pool_now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
 
 struct ppl_pool {
 	struct pool_pm pm;
