@@ -107,7 +107,8 @@ static int format_elision(struct ppl_store *e, char *buf, size_t len)
 	return snprintf(buf, len,
 			"; elision: %" PRIu64 " asked, %" PRIu64 " acked, %" PRIu64 " refused (lsn behind %" PRIu64
 			", lsn ahead %" PRIu64 ", checksum %" PRIu64 ", not durable %" PRIu64 ", unknown page %" PRIu64
-			", other %" PRIu64 "), clients refused %" PRIu64 "; materialized %" PRIu64
+			", other %" PRIu64 "), answer p50/p99 %" PRIu64 "/%" PRIu64 " us, clients refused %" PRIu64
+			"; materialized %" PRIu64
 			" page(s), checkpoints held %" PRIu64 " (%.3f s), log wraps held %" PRIu64 " (%.3f s)%s",
 			s.requests, s.verdicts[0], nacks, s.verdicts[PPL_ELIDE_NACK_LSN_BEHIND],
 			s.verdicts[PPL_ELIDE_NACK_LSN_AHEAD], s.verdicts[PPL_ELIDE_NACK_CHECKSUM],
@@ -115,6 +116,7 @@ static int format_elision(struct ppl_store *e, char *buf, size_t len)
 			nacks - s.verdicts[PPL_ELIDE_NACK_LSN_BEHIND] - s.verdicts[PPL_ELIDE_NACK_LSN_AHEAD] -
 				s.verdicts[PPL_ELIDE_NACK_CHECKSUM] - s.verdicts[PPL_ELIDE_NACK_NOT_DURABLE] -
 				s.verdicts[PPL_ELIDE_NACK_UNKNOWN_PAGE],
+			ppl_histogram_percentile(&e->answer_us, 50), ppl_histogram_percentile(&e->answer_us, 99),
 			s.refused_address + s.refused_hello, __atomic_load_n(&e->materialized, __ATOMIC_RELAXED),
 			e->gate_waits, (double)e->gate_ns / 1e9, e->wrap_waits, (double)e->wrap_ns / 1e9,
 			__atomic_load_n(&e->disk_failing, __ATOMIC_RELAXED) ? "; DISK FAILING: elision stopped" : "");
@@ -170,6 +172,8 @@ void ppl_store_figures(struct ppl_store *e, struct ppl_store_figures *f)
 	f->elision = e->elision != NULL;
 	if (e->elision)
 		ppl_elision_server_get_stats(e->elision, &f->service);
+	f->answer_p50_us = ppl_histogram_percentile(&e->answer_us, 50);
+	f->answer_p99_us = ppl_histogram_percentile(&e->answer_us, 99);
 	f->materialized = __atomic_load_n(&e->materialized, __ATOMIC_RELAXED);
 	f->checkpoints_held = e->gate_waits;
 	f->checkpoint_wait_ns = e->gate_ns;

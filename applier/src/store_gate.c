@@ -1006,6 +1006,7 @@ static unsigned decide_page(struct ppl_store *e, struct ppl_node *n, const struc
 
 unsigned ppl_store_elide(struct ppl_store *e, const struct ppl_elision_page *pg)
 {
+	uint64_t t0 = store_now_ns(e);
 	store_behind_drain_to(e, pg->lsn); /* the log writes that carry the page's records */
 	rcu_read_lock();
 	struct ppl_node *n = store_node_of(e);
@@ -1013,5 +1014,6 @@ unsigned ppl_store_elide(struct ppl_store *e, const struct ppl_elision_page *pg)
 	rcu_read_unlock();
 	if (v == PPL_ELIDE_ACK)
 		PPL_CRASH(ELISION_ACK);
+	ppl_histogram_add(&e->answer_us, (store_now_ns(e) - t0) / 1000);
 	return v;
 }

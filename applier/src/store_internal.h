@@ -140,6 +140,10 @@ struct ppl_store {
 	/* whole READ latency in us (the host's read and the store's part):
 	 * reads that served no page rebuilt, and reads that served one */
 	struct ppl_histogram read_plain_us, read_rebuilt_us;
+	/* the elision service's answer in us, from the question's arrival to
+	 * its verdict (ppl_store_elide): the storage node's part of the
+	 * round trip libcatcher waits for */
+	struct ppl_histogram answer_us;
 	struct ppl_latency rebuild_ns; /* what a page rebuilt for a read cost, the cache included */
 	uint64_t suspect_upto;         /* after a restart: pages with records below this LSN may
 					* have been elided by the previous run (mark_suspect) */

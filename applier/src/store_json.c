@@ -106,6 +106,8 @@ static json_object *stats_json(struct ppl_store *e)
 			if (f.service.verdicts[i])
 				put_u64(r, ppl_elide_reason_name(i), f.service.verdicts[i]);
 		json_object_object_add(x, "refused", r);
+		put_u64(x, "answer_p50_us", f.answer_p50_us);
+		put_u64(x, "answer_p99_us", f.answer_p99_us);
 		put_u64(x, "connections", f.service.connections);
 		put_u64(x, "clients_refused", f.service.refused_address + f.service.refused_hello);
 		put_u64(x, "protocol_errors", f.service.protocol_errors);

@@ -258,6 +258,7 @@ struct ppl_store_figures {
 	uint64_t verify_same, verify_diverged, verify_skipped, verify_unexplained;
 	uint64_t verify_skip[PPL_VERIFY_SKIP_COUNT];
 	struct ppl_elision_server_stats service;
+	uint64_t answer_p50_us, answer_p99_us; /* the storage node's time per question */
 	uint64_t materialized, checkpoints_held, checkpoint_wait_ns;
 	/* log writes held by the wrap guard, for how long, pages it wrote;
 	 * pages kept marked in the pool over their cap (store_wrap.c) */
