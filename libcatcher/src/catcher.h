@@ -37,6 +37,7 @@ struct catcher_config {
 	int stats_signal;         /* 0 = none */
 	int log_interval_s;       /* 0 = none */
 	unsigned max_fds;
+	bool uring_defer;         /* io_uring writes completed by our thread (uring_defer.c) */
 };
 
 extern struct catcher_config catcher_cfg;
@@ -188,6 +189,23 @@ void catcher_client_init(void);
 void catcher_ask(struct catcher_query **q, size_t n);
 void catcher_client_after_fork(void);
 
+/* One connection to the elision service. catcher_ask() keeps a pool of
+ * them; libcatcher's io_uring thread (uring_defer.c) owns one of its own. */
+struct catcher_conn {
+	int fd;
+	uint32_t next_id;
+	uint32_t window;     /* requests in flight, from the server's HELLO_REPLY */
+	uint64_t retry_at;   /* monotonic ns; no connect attempt before */
+	int backoff_ms;
+};
+/* Connects and greets by the deadline; NULL, or why not (c->fd may then
+ * be open: drop it). */
+const char *catcher_conn_open(struct catcher_conn *c, uint64_t deadline);
+/* Closes it and sets the next attempt after the backoff, which doubles. */
+void catcher_conn_drop(struct catcher_conn *c, const char *why);
+/* Sends all of p by the deadline: 0, -1 error, -2 timeout. */
+int catcher_conn_send(int fd, const uint8_t *p, size_t n, uint64_t deadline);
+
 /* ---- per-write planning shared by every I/O style (plan.c) ---- */
 
 #define CATCHER_PLAN_MAX_PAGES 256 /* larger writes are not elided */
@@ -245,6 +263,9 @@ void catcher_count_wire(size_t sent, size_t received, unsigned questions);
 /* How long one catcher_ask() kept its writer waiting (a slot, the
  * connection, the exchange): a page write's whole cost when elided. */
 void catcher_count_wait(uint64_t ns);
+/* An io_uring write completed by libcatcher's thread (uring_defer.c):
+ * its time from the submit to the completion posted. */
+void catcher_count_deferred(uint64_t ns);
 void catcher_stats_dump(void); /* async-signal-safe */
 void catcher_stats_tick(void); /* periodic log line, from the write path */
 void catcher_stats_after_fork(void);

@@ -25,11 +25,7 @@
 
 struct slot {
 	pthread_mutex_t lock;
-	int fd;
-	uint32_t next_id;
-	uint32_t window;     /* requests in flight, from the server's HELLO_REPLY */
-	uint64_t retry_at;   /* monotonic ns; no connect attempt before */
-	int backoff_ms;
+	struct catcher_conn c;
 };
 
 static struct slot slots[MAX_SLOTS];
@@ -59,8 +55,8 @@ void catcher_client_init(void)
 	nslots = catcher_cfg.connections < MAX_SLOTS ? catcher_cfg.connections : MAX_SLOTS;
 	for (unsigned i = 0; i < MAX_SLOTS; i++) {
 		pthread_mutex_init(&slots[i].lock, NULL);
-		slots[i].fd = -1;
-		slots[i].backoff_ms = catcher_cfg.backoff_ms;
+		slots[i].c.fd = -1;
+		slots[i].c.backoff_ms = catcher_cfg.backoff_ms;
 	}
 }
 
@@ -70,28 +66,28 @@ void catcher_client_after_fork(void)
 	 * processes' answers. Close the child's copies; it reconnects. */
 	for (unsigned i = 0; i < MAX_SLOTS; i++) {
 		pthread_mutex_init(&slots[i].lock, NULL);
-		if (slots[i].fd >= 0)
-			catcher_sys_close(slots[i].fd);
-		slots[i].fd = -1;
-		slots[i].retry_at = 0;
+		if (slots[i].c.fd >= 0)
+			catcher_sys_close(slots[i].c.fd);
+		slots[i].c.fd = -1;
+		slots[i].c.retry_at = 0;
 	}
 	pthread_mutex_init(&resolve_lock, NULL);
 }
 
-static void drop(struct slot *s, const char *why)
+void catcher_conn_drop(struct catcher_conn *c, const char *why)
 {
-	if (s->fd >= 0)
-		catcher_sys_close(s->fd);
-	s->fd = -1;
-	s->retry_at = catcher_now_ns() + (uint64_t)s->backoff_ms * 1000000u;
+	if (c->fd >= 0)
+		catcher_sys_close(c->fd);
+	c->fd = -1;
+	c->retry_at = catcher_now_ns() + (uint64_t)c->backoff_ms * 1000000u;
 	if (!__atomic_exchange_n(&down_logged, 1, __ATOMIC_RELAXED))
 		catcher_log("elision server %s:%s: %s; writing pages normally, retrying every %d..%d ms",
-			    catcher_cfg.server_host, catcher_cfg.server_port, why, s->backoff_ms,
+			    catcher_cfg.server_host, catcher_cfg.server_port, why, c->backoff_ms,
 			    catcher_cfg.backoff_max_ms);
-	s->backoff_ms = s->backoff_ms * 2 > catcher_cfg.backoff_max_ms ? catcher_cfg.backoff_max_ms : s->backoff_ms * 2;
+	c->backoff_ms = c->backoff_ms * 2 > catcher_cfg.backoff_max_ms ? catcher_cfg.backoff_max_ms : c->backoff_ms * 2;
 }
 
-static int send_until(int fd, const uint8_t *p, size_t n, uint64_t deadline)
+int catcher_conn_send(int fd, const uint8_t *p, size_t n, uint64_t deadline)
 {
 	while (n) {
 		ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -147,7 +143,7 @@ static int resolve(void)
 	return 0;
 }
 
-static const char *connect_and_greet(struct slot *s, uint64_t deadline)
+const char *catcher_conn_open(struct catcher_conn *c, uint64_t deadline)
 {
 	int gai = resolve();
 	if (gai)
@@ -155,7 +151,7 @@ static const char *connect_and_greet(struct slot *s, uint64_t deadline)
 	int fd = socket(server_ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return "cannot create a socket";
-	s->fd = fd;
+	c->fd = fd;
 	if (connect(fd, server_ai->ai_addr, server_ai->ai_addrlen) != 0) {
 		if (errno != EINPROGRESS)
 			return "connection refused";
@@ -173,7 +169,7 @@ static const char *connect_and_greet(struct slot *s, uint64_t deadline)
 
 	uint8_t buf[PPL_ELIDE_FRAME_MAX];
 	size_t len = ppl_elide_put_hello(buf, catcher_cfg.token, catcher_cfg.token_len);
-	if (send_until(fd, buf, len, deadline) != 0)
+	if (catcher_conn_send(fd, buf, len, deadline) != 0)
 		return "hello not sent";
 	size_t have = 0;
 	struct ppl_elide_hdr h;
@@ -192,8 +188,8 @@ static const char *connect_and_greet(struct slot *s, uint64_t deadline)
 		return ppl_elide_hello_status_name(rep.status);
 	if (rep.version != PPL_ELIDE_VERSION)
 		return "chose a protocol version we did not offer";
-	s->window = rep.max_inflight == 0 ? 1 : rep.max_inflight > 256 ? 256 : rep.max_inflight;
-	s->backoff_ms = catcher_cfg.backoff_ms;
+	c->window = rep.max_inflight == 0 ? 1 : rep.max_inflight > 256 ? 256 : rep.max_inflight;
+	c->backoff_ms = catcher_cfg.backoff_ms;
 	if (__atomic_exchange_n(&down_logged, 0, __ATOMIC_RELAXED))
 		catcher_log("elision server %s:%s: connected", catcher_cfg.server_host, catcher_cfg.server_port);
 	return NULL;
@@ -231,11 +227,11 @@ static void exchange(struct slot *s, struct catcher_query **q, size_t n, uint64_
 	uint8_t out[CATCHER_PLAN_MAX_PAGES * PPL_ELIDE_REQ_LEN];
 	uint8_t in[4096];
 	size_t have = 0, sent = 0, answered = 0;
-	uint32_t base = s->next_id;
-	s->next_id += (uint32_t)n;
+	uint32_t base = s->c.next_id;
+	s->c.next_id += (uint32_t)n;
 	while (answered < n) {
 		size_t olen = 0;
-		while (sent < n && sent - answered < s->window) {
+		while (sent < n && sent - answered < s->c.window) {
 			struct ppl_elide_req r = {.id = base + (uint32_t)sent, .space = q[sent]->space,
 						  .page_no = q[sent]->page_no, .lsn = q[sent]->lsn,
 						  .checksum = q[sent]->checksum, .page_size = q[sent]->page_size};
@@ -243,17 +239,17 @@ static void exchange(struct slot *s, struct catcher_query **q, size_t n, uint64_
 			sent++;
 		}
 		catcher_count_wire(0, 0, (unsigned)(olen / PPL_ELIDE_REQ_LEN));
-		int r = olen ? send_until(s->fd, out, olen, deadline) : 0;
+		int r = olen ? catcher_conn_send(s->c.fd, out, olen, deadline) : 0;
 		if (r == 0)
-			r = recv_until(s->fd, in, sizeof in, &have, deadline);
+			r = recv_until(s->c.fd, in, sizeof in, &have, deadline);
 		if (r == -2) {
 			fail_rest(q, n, done, R_TIMEOUT);
-			drop(s, "no answer within LIBCATCHER_TIMEOUT_MS");
+			catcher_conn_drop(&s->c, "no answer within LIBCATCHER_TIMEOUT_MS");
 			return;
 		}
 		if (r <= 0) {
 			fail_rest(q, n, done, R_CONN_LOST);
-			drop(s, "connection lost");
+			catcher_conn_drop(&s->c, "connection lost");
 			return;
 		}
 		size_t off = 0;
@@ -273,7 +269,7 @@ static void exchange(struct slot *s, struct catcher_query **q, size_t n, uint64_
 		}
 		if (len < 0) {
 			fail_rest(q, n, done, R_PROTOCOL);
-			drop(s, "sent an answer we do not understand");
+			catcher_conn_drop(&s->c, "sent an answer we do not understand");
 			return;
 		}
 		memmove(in, in + off, have - off);
@@ -281,7 +277,7 @@ static void exchange(struct slot *s, struct catcher_query **q, size_t n, uint64_
 	}
 	if (have) {
 		/* More than we asked for: the stream cannot be trusted. */
-		drop(s, "sent more answers than questions");
+		catcher_conn_drop(&s->c, "sent more answers than questions");
 	}
 }
 
@@ -294,16 +290,16 @@ static void ask(struct catcher_query **q, size_t n, uint64_t start)
 		fail_rest(q, n, none, R_POOL_BUSY);
 		return;
 	}
-	if (s->fd < 0) {
-		if (catcher_now_ns() < s->retry_at) {
+	if (s->c.fd < 0) {
+		if (catcher_now_ns() < s->c.retry_at) {
 			fail_rest(q, n, none, R_UNAVAILABLE);
 			pthread_mutex_unlock(&s->lock);
 			return;
 		}
-		const char *err = connect_and_greet(s, deadline);
+		const char *err = catcher_conn_open(&s->c, deadline);
 		if (err) {
 			fail_rest(q, n, none, R_UNAVAILABLE);
-			drop(s, err);
+			catcher_conn_drop(&s->c, err);
 			pthread_mutex_unlock(&s->lock);
 			return;
 		}

@@ -3,6 +3,7 @@
  * first, exactly once; while it runs, wrappers called from inside it (by
  * dlsym, realpath, getenv...) forward to the system call directly. */
 #include "catcher.h"
+#include "uring_defer.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@ static void after_fork_child(void)
 	catcher_client_after_fork();
 	catcher_stats_after_fork();
 	catcher_devnull_after_fork();
+	defer_after_fork();
 }
 
 static void do_init(void)

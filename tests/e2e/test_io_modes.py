@@ -1,5 +1,7 @@
 """The whole stack (MariaDB + libcatcher eliding, ppl-mount, FSAL_PPL) in
-MariaDB's three write paths -- io_uring, libaio and synchronous writes --
+MariaDB's three write paths -- io_uring (asked inside the submit, or with
+LIBCATCHER_URING_DEFER=1 by libcatcher's own thread), libaio and
+synchronous writes --
 and with 4 KiB pages, with DDL running beside sysbench (DROP and CREATE
 under the same names, TRUNCATE, ALTER TABLE ADD INDEX, BLOBs larger than a
 page). In each: libcatcher saw the writes through the interface asked for
@@ -19,6 +21,7 @@ BASE = ["--innodb-buffer-pool-size=8M", "--innodb-log-file-size=16M", "--innodb-
         "--innodb-max-dirty-pages-pct=1", "--innodb-max-dirty-pages-pct-lwm=0.001"]
 MODES = {
     "io_uring": (["--innodb-use-native-aio=1", "--innodb-linux-aio=io_uring"], "io_uring"),
+    "io_uring_deferred": (["--innodb-use-native-aio=1", "--innodb-linux-aio=io_uring"], "io_uring"),
     "libaio": (["--innodb-use-native-aio=1", "--innodb-linux-aio=aio"], "libaio"),
     "sync": (["--innodb-use-native-aio=0"], "pwrite"),
 }
@@ -34,12 +37,14 @@ def check(db):
     return db.checked(all_tables(db))
 
 
-@pytest.mark.parametrize("mode,page_size", [("io_uring", 16384), ("libaio", 16384), ("sync", 16384),
-                                            ("io_uring", 4096)])
+@pytest.mark.parametrize("mode,page_size", [("io_uring", 16384), ("io_uring_deferred", 16384), ("libaio", 16384),
+                                            ("sync", 16384), ("io_uring", 4096)])
 def test_io_mode(tmp_path, mode, page_size):
     require_stack()
     options, style = MODES[mode]
-    s = Stack(tmp_path, options=BASE + options, page_size=page_size)
+    deferred = mode == "io_uring_deferred"
+    s = Stack(tmp_path, options=BASE + options, page_size=page_size,
+              catcher_env={"LIBCATCHER_URING_DEFER": "1"} if deferred else None)
     try:
         s.start()
         db = s.db
@@ -55,6 +60,8 @@ def test_io_mode(tmp_path, mode, page_size):
         page_classes = [stats["classes"][c] for c in ("ibd", "ibdata", "undo")]
         assert stats["styles"][style] > 0, stats["styles"]
         assert sum(c["elided"] for c in page_classes) > 50, stats
+        # completed by libcatcher's thread only when asked for
+        assert (stats["elision"]["deferred_writes"] > 50) == deferred, stats["elision"]
         before = check(db)
         db.stop()
         db.start()

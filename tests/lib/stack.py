@@ -95,7 +95,7 @@ def require_stack():
 class Stack:
     def __init__(self, base, options=(), catcher_mode="elide", page_size=16384, fsal_extra="", pool_size="16M",
                  storage_elision=True, pool_args=(), mount_options=("--hard", "--direct-io"), pool_dir=None,
-                 plugins="plugins"):
+                 plugins="plugins", catcher_env=None):
         """storage_elision=False: the storage node runs no elision service
         (libcatcher's questions find nothing listening, so it writes every
         page itself). mount_options: ppl-mount's; without --direct-io,
@@ -126,7 +126,7 @@ class Stack:
         self.stats = os.path.join(base, "catcher.json")
         env = {"LD_PRELOAD": os.path.join(build, "libcatcher", "libcatcher.so"), "LIBCATCHER_MODE": catcher_mode,
                "LIBCATCHER_SERVER": f"127.0.0.1:{port}", "LIBCATCHER_TOKEN": TOKEN,
-               "LIBCATCHER_TIMEOUT_MS": "2000", "LIBCATCHER_STATS_FILE": self.stats}
+               "LIBCATCHER_TIMEOUT_MS": "2000", "LIBCATCHER_STATS_FILE": self.stats, **(catcher_env or {})}
         self.db = MariaDB(os.path.join(base, "mariadb"), datadir=os.path.join(self.mnt, "datadir"),
                           page_size=page_size, options=options, env=env)
         os.makedirs(self.db.base)
