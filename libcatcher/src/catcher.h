@@ -37,7 +37,8 @@ struct catcher_config {
 	int stats_signal;         /* 0 = none */
 	int log_interval_s;       /* 0 = none */
 	unsigned max_fds;
-	bool uring_defer;         /* io_uring writes completed by our thread (uring_defer.c) */
+	unsigned uring_defer;     /* 0, or io_uring writes completed by our thread with at most
+				   * this many pages asked about at a time (uring_defer.c) */
 };
 
 extern struct catcher_config catcher_cfg;

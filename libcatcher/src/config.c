@@ -273,7 +273,7 @@ void catcher_config_load(void)
 	c->backoff_max_ms = (int)env_long("LIBCATCHER_BACKOFF_MAX_MS", 2000, c->backoff_ms, 600000);
 	c->log_interval_s = (int)env_long("LIBCATCHER_LOG_INTERVAL", 0, 0, 86400);
 	c->max_fds = (unsigned)env_long("LIBCATCHER_MAX_FDS", 65536, 1024, 1 << 22);
-	c->uring_defer = env_long("LIBCATCHER_URING_DEFER", 0, 0, 1) != 0;
+	c->uring_defer = (unsigned)env_long("LIBCATCHER_URING_DEFER", 0, 0, 256);
 	const char *sf = getenv("LIBCATCHER_STATS_FILE");
 	copy(c->stats_file_pattern, sizeof c->stats_file_pattern, sf ? sf : "");
 	catcher_config_refresh_pid();

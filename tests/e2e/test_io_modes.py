@@ -44,7 +44,7 @@ def test_io_mode(tmp_path, mode, page_size):
     options, style = MODES[mode]
     deferred = mode == "io_uring_deferred"
     s = Stack(tmp_path, options=BASE + options, page_size=page_size,
-              catcher_env={"LIBCATCHER_URING_DEFER": "1"} if deferred else None)
+              catcher_env={"LIBCATCHER_URING_DEFER": "4"} if deferred else None)
     try:
         s.start()
         db = s.db

@@ -790,7 +790,7 @@ static void run(const char *style, const struct behaviour *b)
 	char *envp[] = {env_pre, env_server, env_dir, env_stats, env_mode, "LIBCATCHER_TIMEOUT_MS=100",
 			"LIBCATCHER_TOKEN=sesame", "LIBCATCHER_BACKOFF_MS=5",
 			"ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0",
-			deferred ? "LIBCATCHER_URING_DEFER=1" : NULL, NULL};
+			deferred ? "LIBCATCHER_URING_DEFER=4" : NULL, NULL};
 	pid_t w = spawn(argv, envp);
 	int status = 0;
 	waitpid(w, &status, 0);
