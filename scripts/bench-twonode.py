@@ -132,6 +132,7 @@ def device_written(path):
 
 GATE = re.compile(r"checkpoints held (\d+) \(([\d.]+) s\), log wraps held (\d+) \(([\d.]+) s\)")
 READS = re.compile(r"read latency p50/p99 plain (\d+)/(\d+) us, rebuilt (\d+)/(\d+) us")
+ANSWERS = re.compile(r"answer p50/p99 (\d+)/(\d+) us")
 STATS = re.compile(r"PPL: stats periodic for \S+: (.*)")
 # cumulative counters of a stats line, for the storage node's figures over time
 SERIES = {"lsn": re.compile(r"parsed to LSN (\d+)"),
@@ -188,6 +189,9 @@ def gate_figures(g, timeout=10):
             # percentiles since the storage node started: not differences
             lat = {f"{kind}_read_{q}_us": int(r.group(i)) for i, (kind, q) in enumerate(
                 (("plain", "p50"), ("plain", "p99"), ("rebuilt", "p50"), ("rebuilt", "p99")), 1)} if r else {}
+            ans = ANSWERS.search(lines[-1])
+            if ans:   # the elision service's time per question, since it started
+                lat.update(answer_p50_us=int(ans.group(1)), answer_p99_us=int(ans.group(2)))
             return {"checkpoints_held": int(m.group(1)), "checkpoint_wait_s": float(m.group(2)),
                     "log_wraps_held": int(m.group(3)), "log_wrap_wait_s": float(m.group(4)), **lat}
         time.sleep(0.2)
@@ -472,6 +476,11 @@ def one_run(a, work, w, setup, threads, dataset, buffer_pool):
     finally:
         n.down()
     d = {k: after[k] - before[k] for k in after if not k.endswith("_us")}
+    catcher = getattr(n, "stats_path", None)
+    if catcher and os.path.exists(catcher):
+        # libcatcher's own figures, written when mariadbd stopped (since it started)
+        with open(catcher) as f:
+            result["libcatcher"] = json.load(f).get("elision", {})
     trx = max(result["transactions"], 1)
     result.update(setup=setup, workload=w.label(), threads=threads, seconds=a.seconds,
                   link_bytes_per_trx=d["link"] / trx,
@@ -488,6 +497,13 @@ def one_run(a, work, w, setup, threads, dataset, buffer_pool):
             f"storage-node reads p50/p99 plain {result.get('plain_read_p50_us')}/{result.get('plain_read_p99_us')} us, "
             f"rebuilt {result.get('rebuilt_read_p50_us')}/{result.get('rebuilt_read_p99_us')} us"
             if setup in PPL_SETUPS else "")
+    lc = result.get("libcatcher")
+    if lc:
+        gate += (f", answers p50/p99 {result.get('answer_p50_us')}/{result.get('answer_p99_us')} us on the storage "
+                 f"node and {lc.get('wait_p50_us')}/{lc.get('wait_p99_us')} us waited by MariaDB's writers"
+                 + (f", writes completed by libcatcher's thread {lc['deferred_writes']} "
+                    f"(p50/p99 {lc.get('deferred_p50_us')}/{lc.get('deferred_p99_us')} us after their submit)"
+                    if lc.get("deferred_writes") else ""))
     client = (f", client reads p50/p99 {result['client_read_p50_us']}/{result['client_read_p99_us']} us"
               if "client_read_p50_us" in result else "")
     inno = result.get("innodb", {})
