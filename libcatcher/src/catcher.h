@@ -206,6 +206,10 @@ const char *catcher_conn_open(struct catcher_conn *c, uint64_t deadline);
 void catcher_conn_drop(struct catcher_conn *c, const char *why);
 /* Sends all of p by the deadline: 0, -1 error, -2 timeout. */
 int catcher_conn_send(int fd, const uint8_t *p, size_t n, uint64_t deadline);
+/* The question about q's page as request `id`, written at out; its length. */
+size_t catcher_put_question(uint8_t *out, const struct catcher_query *q, uint32_t id);
+/* A verdict's reason as recorded: one we do not know counts as "other". */
+uint8_t catcher_verdict_reason(uint8_t reason);
 
 /* ---- per-write planning shared by every I/O style (plan.c) ---- */
 

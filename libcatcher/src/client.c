@@ -211,6 +211,18 @@ static struct slot *acquire(uint64_t deadline)
 	return pthread_mutex_clocklock(&s->lock, CLOCK_MONOTONIC, &ts) == 0 ? s : NULL;
 }
 
+size_t catcher_put_question(uint8_t *out, const struct catcher_query *q, uint32_t id)
+{
+	struct ppl_elide_req r = {.id = id, .space = q->space, .page_no = q->page_no, .lsn = q->lsn,
+				  .checksum = q->checksum, .page_size = q->page_size};
+	return ppl_elide_put_req(out, &r);
+}
+
+uint8_t catcher_verdict_reason(uint8_t reason)
+{
+	return reason < PPL_ELIDE_REASON_COUNT ? reason : PPL_ELIDE_NACK_OTHER;
+}
+
 static void fail_rest(struct catcher_query **q, size_t n, const uint8_t *done, uint8_t reason)
 {
 	for (size_t i = 0; i < n; i++)
@@ -232,10 +244,7 @@ static void exchange(struct slot *s, struct catcher_query **q, size_t n, uint64_
 	while (answered < n) {
 		size_t olen = 0;
 		while (sent < n && sent - answered < s->c.window) {
-			struct ppl_elide_req r = {.id = base + (uint32_t)sent, .space = q[sent]->space,
-						  .page_no = q[sent]->page_no, .lsn = q[sent]->lsn,
-						  .checksum = q[sent]->checksum, .page_size = q[sent]->page_size};
-			olen += ppl_elide_put_req(out + olen, &r);
+			olen += catcher_put_question(out + olen, q[sent], base + (uint32_t)sent);
 			sent++;
 		}
 		catcher_count_wire(0, 0, (unsigned)(olen / PPL_ELIDE_REQ_LEN));
@@ -264,7 +273,7 @@ static void exchange(struct slot *s, struct catcher_query **q, size_t n, uint64_
 			}
 			done[idx] = 1;
 			answered++;
-			q[idx]->verdict = v.reason < PPL_ELIDE_REASON_COUNT ? v.reason : PPL_ELIDE_NACK_OTHER;
+			q[idx]->verdict = catcher_verdict_reason(v.reason);
 			off += (size_t)len;
 		}
 		if (len < 0) {

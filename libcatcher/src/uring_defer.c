@@ -253,10 +253,7 @@ static void ask(struct deferred *d, struct done_list *done)
 		struct pend *p = &Q.pend[Q.conn.next_id % PEND_MAX];
 		if (p->d)
 			break; /* an older question still holds that place */
-		struct catcher_query *q = &d->q[sent];
-		struct ppl_elide_req r = {.id = Q.conn.next_id, .space = q->space, .page_no = q->page_no,
-					  .lsn = q->lsn, .checksum = q->checksum, .page_size = q->page_size};
-		olen += ppl_elide_put_req(out + olen, &r);
+		olen += catcher_put_question(out + olen, &d->q[sent], Q.conn.next_id);
 		*p = (struct pend){.d = d, .id = Q.conn.next_id, .qi = (uint32_t)sent, .deadline = now + timeout};
 		Q.conn.next_id++;
 		Q.inflight++;
@@ -304,7 +301,7 @@ static void read_verdicts(struct done_list *done)
 				break;
 			}
 			struct deferred *d = p->d;
-			d->q[p->qi].verdict = v.reason < PPL_ELIDE_REASON_COUNT ? v.reason : PPL_ELIDE_NACK_OTHER;
+			d->q[p->qi].verdict = catcher_verdict_reason(v.reason);
 			p->d = NULL;
 			Q.inflight--;
 			answered(d, 1, done);
@@ -566,7 +563,6 @@ bool defer_take(struct defer_list *l, struct io_uring *ring, struct io_uring_sqe
 	d->ring_fd = ring->ring_fd;
 	d->plan = *p;
 	d->plan.q = d->q;
-	d->plan.fd = d->fd;
 	memcpy(d->q, p->q, p->npages * sizeof(struct catcher_query));
 	d->unanswered = p->npages;
 	if (sqe->opcode == IORING_OP_WRITEV) {

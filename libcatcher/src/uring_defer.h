@@ -1,6 +1,6 @@
-/* io_uring page writes taken out of the application's ring at submit and
- * completed by libcatcher's own thread once the storage node has answered
- * (uring_defer.c says why and how). */
+/* io_uring page writes taken out of the application's ring at submit,
+ * asked about without waiting and completed by libcatcher's own thread
+ * once the storage node has answered (uring_defer.c says why and how). */
 #ifndef CATCHER_URING_DEFER_H
 #define CATCHER_URING_DEFER_H
 
@@ -27,8 +27,9 @@ bool defer_ring_ok(struct io_uring *ring);
 bool defer_take(struct defer_list *l, struct io_uring *ring, struct io_uring_sqe *sqe, unsigned index,
 		const struct catcher_plan *p, const struct iovec *iov, int cnt);
 
-/* After the real submit: the writes whose NOP the kernel consumed go to
- * the thread; any other SQE is put back as the application prepared it. */
+/* After the real submit: the writes whose NOP the kernel consumed are
+ * asked about (the caller waits only while the window is full) and left
+ * to the thread; any other SQE is put back as the application prepared it. */
 void defer_commit(struct defer_list *l, struct io_uring *ring);
 
 void defer_after_fork(void);

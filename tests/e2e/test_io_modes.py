@@ -1,6 +1,6 @@
 """The whole stack (MariaDB + libcatcher eliding, ppl-mount, FSAL_PPL) in
 MariaDB's three write paths -- io_uring (asked inside the submit, or with
-LIBCATCHER_URING_DEFER=1 by libcatcher's own thread), libaio and
+LIBCATCHER_URING_DEFER=N by libcatcher's own thread), libaio and
 synchronous writes --
 and with 4 KiB pages, with DDL running beside sysbench (DROP and CREATE
 under the same names, TRUNCATE, ALTER TABLE ADD INDEX, BLOBs larger than a
