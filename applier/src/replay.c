@@ -51,6 +51,10 @@ struct ctx {
 
 	bool streaming;         /* rebuild while reading the log; no index kept */
 	int failed;
+
+	uint64_t next_progress_ms; /* now() in ms when the next progress line is due */
+	uint64_t progress_ms;      /* the interval */
+	uint64_t pages_to_do, pages_done; /* the indexed apply's, for progress */
 };
 
 static double now(void)
@@ -86,6 +90,31 @@ static void note(struct ctx *c, const char *fmt, ...)
 	vfprintf(c->o->verbose, fmt, ap);
 	va_end(ap);
 	fputc('\n', c->o->verbose);
+}
+
+/* Whether a progress line is due (at most one an interval, none without
+ * o->progress); the caller then prints it. Apply workers race here: the
+ * first to move next_progress prints. */
+static bool progress_due(struct ctx *c)
+{
+	if (!c->o->progress)
+		return false;
+	uint64_t t = (uint64_t)(now() * 1e3), due = __atomic_load_n(&c->next_progress_ms, __ATOMIC_RELAXED);
+	return t >= due && __atomic_compare_exchange_n(&c->next_progress_ms, &due, t + c->progress_ms, false, __ATOMIC_RELAXED,
+						       __ATOMIC_RELAXED);
+}
+
+static void progress_read(struct ctx *c, uint64_t lsn, uint64_t from, uint64_t to)
+{
+	if (!progress_due(c))
+		return;
+	if (to > from)
+		fprintf(c->o->progress, "replay: log read to LSN %llu (%.0f%% of %llu..%llu)\n", (unsigned long long)lsn,
+			100.0 * (double)(lsn - from) / (double)(to - from), (unsigned long long)from,
+			(unsigned long long)to);
+	else
+		fprintf(c->o->progress, "replay: log read to LSN %llu\n", (unsigned long long)lsn);
+	fflush(c->o->progress);
 }
 
 static void *grow(void *p, size_t *cap, size_t need, size_t elem)
@@ -330,6 +359,7 @@ static int parse_log(struct ctx *c)
 		off += (uint64_t)got;
 		if (off == (uint64_t)st.st_size)
 			off = area;
+		progress_read(c, ppl_node_parsed_lsn(n), start, 0);
 		if (ppl_redo_stall(r) != PPL_FRAME_MORE)
 			break;
 	}
@@ -352,6 +382,7 @@ static int feed_archived(void *arg, const struct ppl_mtr *m, uint64_t wall_ns)
 	(void)wall_ns;
 	if (ppl_node_feed_mtr(c->node, m) != 0)
 		return fail(c, "%s", ppl_node_error(c->node));
+	progress_read(c, m->end_lsn, c->o->start_lsn, c->o->stop_lsn);
 	return c->failed ? -1 : 0;
 }
 
@@ -707,6 +738,12 @@ static void *apply_worker(void *arg)
 	for (size_t i = w->id; i < w->jobs->n && !__atomic_load_n(&w->c->failed, __ATOMIC_RELAXED); i += w->count) {
 		const struct job *j = &w->jobs->v[i];
 		apply_page(w->c, frame, j->space, j->page_no, &j->info);
+		uint64_t done = __atomic_add_fetch(&w->c->pages_done, 1, __ATOMIC_RELAXED);
+		if (progress_due(w->c)) {
+			fprintf(w->c->o->progress, "replay: %llu of %llu pages rebuilt\n", (unsigned long long)done,
+				(unsigned long long)w->c->pages_to_do);
+			fflush(w->c->o->progress);
+		}
 	}
 	free(frame);
 	return NULL;
@@ -719,6 +756,7 @@ static int apply_indexed(struct ctx *c)
 {
 	struct jobs jobs = {0};
 	ppl_node_for_each_page(c->node, collect_page, &jobs);
+	c->pages_to_do = jobs.n;
 	for (size_t i = 0; i < jobs.n && !c->failed; i++) {
 		struct space *s = space_find(c, jobs.v[i].space);
 		if (s && !s->deleted && (i == 0 || jobs.v[i - 1].space != jobs.v[i].space))
@@ -930,6 +968,8 @@ int ppl_replay_datadir(const struct ppl_replay_opts *o, struct ppl_replay_result
 	struct ctx c = {.o = o, .res = res};
 	memset(res, 0, sizeof *res);
 	double t0 = now();
+	c.progress_ms = o->progress_every > 0 ? (uint64_t)(o->progress_every * 1e3) : 0;
+	c.next_progress_ms = (uint64_t)(t0 * 1e3) + c.progress_ms; /* a short replay prints none */
 	int ret = -1;
 	if (scan_dir(&c, o->datadir, 0))
 		goto out;

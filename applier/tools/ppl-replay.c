@@ -26,6 +26,9 @@ static void usage(FILE *f)
 		"  --dry-run        parse and apply in memory; write nothing\n"
 		"  --json           print the summary as one JSON object\n"
 		"  -v, --verbose    say which files and spaces were found and created\n"
+		"  --progress-every S  a line on stderr every S seconds (default 1; 0: at every step), from\n"
+		"                   S seconds after the start: how far the log is read, how many pages rebuilt\n"
+		"  -q, --quiet      no progress lines\n"
 		"  --trace S:P      print every mini-transaction applied to page P of space S (stderr)\n"
 		"  --stream         rebuild pages in memory while reading the log: memory stays at the\n"
 		"                   pages touched (default: keep all records in the storage engine's\n"
@@ -181,14 +184,14 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{"copy-to", required_argument, 0, 'c'}, {"log", required_argument, 0, 'l'},
 		{"start-lsn", required_argument, 0, 's'}, {"dry-run", no_argument, 0, 'n'},
-		{"json", no_argument, 0, 'j'}, {"trace", required_argument, 0, 't'}, {"elide-against", required_argument, 0, 'e'}, {"stream", no_argument, 0, 'x'}, {"threads", required_argument, 0, 'T'}, {"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'},
+		{"json", no_argument, 0, 'j'}, {"trace", required_argument, 0, 't'}, {"elide-against", required_argument, 0, 'e'}, {"stream", no_argument, 0, 'x'}, {"threads", required_argument, 0, 'T'}, {"verbose", no_argument, 0, 'v'}, {"quiet", no_argument, 0, 'q'}, {"progress-every", required_argument, 0, 'P'}, {"help", no_argument, 0, 'h'},
 		{"archive", required_argument, 0, 'a'}, {"stop-lsn", required_argument, 0, 'S'},
 		{"new-log", required_argument, 0, 'N'},
 		{0, 0, 0, 0}};
-	struct ppl_replay_opts o = {0};
+	struct ppl_replay_opts o = {.progress = stderr, .progress_every = 1.0};
 	const char *copy_to = NULL;
 	int json = 0, c;
-	while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "vqh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c': copy_to = optarg; break;
 		case 'l': o.logfile = optarg; break;
@@ -220,6 +223,17 @@ int main(int argc, char **argv)
 		case 'n': o.dry_run = true; break;
 		case 'j': json = 1; break;
 		case 'v': o.verbose = stderr; break;
+		case 'q': o.progress = NULL; break;
+		case 'P': {
+			char *end;
+			o.progress_every = strtod(optarg, &end);
+			if (*end || end == optarg || !(o.progress_every >= 0 && o.progress_every <= 86400)) {
+				fprintf(stderr, "ppl-replay: --progress-every needs seconds from 0 to 86400, got \"%s\"\n",
+					optarg);
+				return 2;
+			}
+			break;
+		}
 		case 'e': o.elide_against = optarg; break;
 		case 'x': o.stream = true; break;
 		case 'T': {

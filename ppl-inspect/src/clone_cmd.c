@@ -58,15 +58,42 @@ static bool parse_time(const char *s, uint64_t *ns)
 	return true;
 }
 
-static int copy_one(const char *from, const char *to, mode_t mode)
+/* How far the base's copy has come, for a line each second: a base of
+ * many gigabytes takes minutes. */
+struct copied {
+	uint64_t files, bytes, total;
+	double next;
+};
+
+static double mono_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void copy_progress(struct copied *c)
+{
+	double t = mono_s();
+	if (t < c->next)
+		return;
+	c->next = t + 1.0;
+	fprintf(stderr, "clone: %.1f of %.1f MB of the base copied (%" PRIu64 " file(s))\n", (double)c->bytes / 1e6,
+		(double)c->total / 1e6, c->files);
+}
+
+static int copy_one(const char *from, const char *to, mode_t mode, struct copied *c)
 {
 	int in = open(from, O_RDONLY), out = in < 0 ? -1 : open(to, O_WRONLY | O_CREAT | O_EXCL, mode & 0777);
 	int rc = in >= 0 && out >= 0 ? 0 : -1;
 	static char buf[1 << 20];
 	ssize_t n = 0;
-	while (rc == 0 && (n = read(in, buf, sizeof buf)) > 0)
+	while (rc == 0 && (n = read(in, buf, sizeof buf)) > 0) {
 		if (write(out, buf, (size_t)n) != n)
 			rc = -1;
+		c->bytes += (uint64_t)n;
+		copy_progress(c);
+	}
 	if (n < 0 || (out >= 0 && fsync(out) != 0))
 		rc = -1;
 	if (in >= 0)
@@ -77,14 +104,14 @@ static int copy_one(const char *from, const char *to, mode_t mode)
 }
 
 /* The base's tree (its files and database directories) into to. */
-static int copy_base(const char *from, const char *to, int depth, uint64_t *files)
+static int copy_base(const char *from, const char *to, int depth, struct copied *c)
 {
 	DIR *d = opendir(from);
+	struct dirent *e;
 	if (d == NULL) {
 		fprintf(stderr, "ppl-inspect clone: %s cannot be read: %s\n", from, strerror(errno));
 		return -1;
 	}
-	struct dirent *e;
 	int rc = 0;
 	while (rc == 0 && (e = readdir(d)) != NULL) {
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
@@ -96,11 +123,10 @@ static int copy_base(const char *from, const char *to, int depth, uint64_t *file
 		    snprintf(dst, sizeof dst, "%s/%s", to, e->d_name) >= (int)sizeof dst || stat(src, &st) != 0) {
 			rc = -1;
 		} else if (S_ISDIR(st.st_mode)) {
-			rc = depth == 0 && mkdir(dst, 0750) == 0 ? copy_base(src, dst, depth + 1, files) : -1;
+			rc = depth == 0 && mkdir(dst, 0750) == 0 ? copy_base(src, dst, depth + 1, c) : -1;
 		} else if (S_ISREG(st.st_mode)) {
-			rc = copy_one(src, dst, st.st_mode);
-			if (rc == 0 && ++*files % 50 == 0)
-				fprintf(stderr, "clone: %" PRIu64 " file(s) of the base copied\n", *files);
+			rc = copy_one(src, dst, st.st_mode, c);
+			c->files += rc == 0;
 		}
 		if (rc)
 			fprintf(stderr, "ppl-inspect clone: %s cannot be copied to %s: %s\n", src, dst, strerror(errno));
@@ -199,13 +225,14 @@ int clone_main(int argc, char **argv, void (*usage)(FILE *))
 		fprintf(stderr, "ppl-inspect clone: %s cannot be made: %s (it must not exist)\n", dest, strerror(errno));
 		return 2;
 	}
-	uint64_t files = 0;
+	struct copied copied = {.total = b.bytes, .next = mono_s() + 1.0};
 	fprintf(stderr, "clone: copying the base %s (%" PRIu64 " file(s), %.1f MB)\n", base_dir, b.files,
 		(double)b.bytes / 1e6);
-	if (copy_base(base_dir, dest, 0, &files) != 0)
+	if (copy_base(base_dir, dest, 0, &copied) != 0)
 		return 1;
 	struct ppl_replay_opts o = {.datadir = dest, .archive_dir = archive, .start_lsn = b.start_lsn,
-				    .stop_lsn = target, .new_log_size = b.log_file_size ? b.log_file_size : DEFAULT_LOG_SIZE};
+				    .stop_lsn = target, .new_log_size = b.log_file_size ? b.log_file_size : DEFAULT_LOG_SIZE,
+				    .progress = stderr, .progress_every = 1.0};
 	struct ppl_replay_result r;
 	fprintf(stderr, "clone: applying the archive from LSN %" PRIu64 " to %" PRIu64 " (%.1f MB of log)\n",
 		b.start_lsn, target, (double)(target - b.start_lsn) / 1e6);

@@ -2,6 +2,7 @@
 place, exit status 1, and no data file changed past what the valid part of
 the log allows. The datadir comes from a real MariaDB run."""
 import hashlib
+import json
 import os
 import shutil
 import struct
@@ -50,6 +51,34 @@ def test_crashed_datadir_replays(crashed_datadir, tmp_path):
     r = replay(d, "--json")
     assert r.returncode == 0, r.stderr
     assert '"mtrs"' in r.stdout
+
+
+def test_progress_lines(crashed_datadir, tmp_path):
+    """A long replay says how far it has come: with --progress-every 0 a
+    line at each step of the read and of the rebuild, the last page count
+    the number of pages the summary gives; without it, nothing within the
+    first second, and nothing with --quiet."""
+    d = str(tmp_path / "copy")
+    shutil.copytree(crashed_datadir, d)
+    r = replay(d, "--json", "--progress-every", "0")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    reads = [x for x in r.stderr.splitlines() if x.startswith("replay: log read to LSN ")]
+    rebuilt = [x for x in r.stderr.splitlines() if x.startswith("replay: ") and x.endswith(" pages rebuilt")]
+    assert reads and rebuilt, r.stderr
+    # "K of N pages rebuilt"; workers print in any order, the largest K is N
+    done = max(int(x.split()[1]) for x in rebuilt)
+    assert {x.split()[3] for x in rebuilt} == {str(done)}, rebuilt[-3:]
+    assert done >= summary["pages_written"] > 0, (done, summary)
+    for args in ((), ("--quiet",)):
+        d2 = str(tmp_path / f"copy{len(args)}")
+        shutil.copytree(crashed_datadir, d2)
+        r = replay(d2, "--json", *args)
+        assert r.returncode == 0, r.stderr
+        if args or json.loads(r.stdout)["total_s"] < 0.9:
+            assert "replay: " not in r.stderr, r.stderr
+    r = replay(d, "--progress-every", "soon")
+    assert r.returncode == 2 and "--progress-every needs seconds" in r.stderr
 
 
 def test_bad_header_checksum_refused(crashed_datadir, tmp_path):

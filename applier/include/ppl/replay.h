@@ -15,6 +15,13 @@ struct ppl_replay_opts {
 	uint64_t start_lsn;       /* 0 = the log's checkpoint */
 	bool dry_run;             /* parse and apply in memory, write nothing */
 	FILE *verbose;            /* per-file / per-space notes, or NULL */
+	/* Every progress_every seconds (0: at every step), a line saying how
+	 * far the read of the log (LSN, and the share of the range when its
+	 * end is known) and the rebuilding of pages (done of to do) have
+	 * come, or NULL: a long clone or replay must not look hung. The
+	 * first line comes one interval after the start. */
+	FILE *progress;
+	double progress_every;
 	bool trace;               /* print every mtr applied to trace_space:trace_page to verbose */
 	/* A reference datadir recovered by other means (mariadb-backup
 	 * --prepare): before each page is rebuilt, the storage engine is asked
