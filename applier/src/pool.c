@@ -82,12 +82,16 @@ static int layout(struct pool_sb *sb, char *err, size_t errlen)
 	if (sb->dw_page_size < 4096 || sb->dw_page_size > 65536 || (sb->dw_page_size & (sb->dw_page_size - 1)))
 		return fail(err, errlen, "doublewrite page size %u: must be a power of two from 4096 to 65536",
 			    sb->dw_page_size);
+	if (sb->log_size && (sb->log_size % POOL_ALIGN || sb->log_size < (64u << 10) || sb->log_size > (1ull << 30)))
+		return fail(err, errlen, "log area %llu B: must be a multiple of 4096 from 64 KiB to 1 GiB (or none)",
+			    (unsigned long long)sb->log_size);
 	sb->dw_img_off = align_up(POOL_DW_HDR_OFF + (uint64_t)sb->dw_slots * POOL_DW_HDR_SIZE, POOL_ALIGN);
-	sb->blocks_off = align_up(sb->dw_img_off + (uint64_t)sb->dw_slots * sb->dw_page_size, POOL_ALIGN);
+	sb->log_off = align_up(sb->dw_img_off + (uint64_t)sb->dw_slots * sb->dw_page_size, POOL_ALIGN);
+	sb->blocks_off = sb->log_off + sb->log_size;
 	if (sb->size < sb->blocks_off + 16ull * sb->block_size)
-		return fail(err, errlen, "pool size %llu B is too small: the superblock and %u doublewrite slots "
-			    "alone take %llu B", (unsigned long long)sb->size, sb->dw_slots,
-			    (unsigned long long)sb->blocks_off);
+		return fail(err, errlen, "pool size %llu B is too small: the superblock, %u doublewrite slots and "
+			    "a log area of %llu B alone take %llu B", (unsigned long long)sb->size, sb->dw_slots,
+			    (unsigned long long)sb->log_size, (unsigned long long)sb->blocks_off);
 	uint64_t n = (sb->size - sb->blocks_off) / sb->block_size;
 	if (n > UINT32_MAX)
 		return fail(err, errlen, "pool size %llu B holds more than 2^32 blocks of %u B: use larger blocks",
@@ -107,6 +111,19 @@ int ppl_pool_create(const char *path, const struct ppl_pool_geometry *g, char *e
 	sb.max_per_page = g->max_per_page ? g->max_per_page : 256;
 	sb.dw_slots = g->dw_slots ? g->dw_slots : 32;
 	sb.dw_page_size = g->dw_page_size ? g->dw_page_size : 65536;
+	if (g->log_size == PPL_POOL_NO_LOG_AREA) {
+		sb.log_size = 0;
+	} else if (g->log_size) {
+		sb.log_size = g->log_size;
+	} else {
+		/* an eighth of the pool, at most 16 MiB: a second of MariaDB's
+		 * log at 16 MB/s between two syncs of the file */
+		sb.log_size = sb.size / 8 / POOL_ALIGN * POOL_ALIGN;
+		if (sb.log_size > (16u << 20))
+			sb.log_size = 16u << 20;
+		if (sb.log_size < (256u << 10))
+			sb.log_size = 0;
+	}
 	if (g->identity == NULL || g->identity[0] == '\0')
 		return fail(err, errlen, "a pool needs an identity (the datadir it belongs to)");
 	if (strlen(g->identity) > PPL_POOL_IDENTITY_MAX)
@@ -189,7 +206,7 @@ static int check_sb(struct ppl_pool *p, const char *path, uint64_t file_size, ch
 	struct pool_sb chk = sb;
 	char why[256];
 	if (layout(&chk, why, sizeof(why)) != 0 || chk.nblocks != sb.nblocks || chk.blocks_off != sb.blocks_off ||
-	    chk.dw_img_off != sb.dw_img_off)
+	    chk.dw_img_off != sb.dw_img_off || chk.log_off != sb.log_off)
 		return fail(err, errlen, "%s: the superblock's geometry is inconsistent (%s)", path,
 			    chk.nblocks != sb.nblocks ? "block count" : why);
 	if (file_size < sb.size)
@@ -706,6 +723,11 @@ int ppl_pool_open(const char *path, const struct ppl_pool_options *o, struct ppl
 
 	struct ppl_pool_recovery rec;
 	memset(&rec, 0, sizeof(rec));
+	if (pool_log_open(p, &rec, err, errlen) != 0) {
+		if (rec_out)
+			*rec_out = rec;
+		goto bad_scan;
+	}
 	if (scan(p, &rec, err, errlen) != 0)
 		goto bad_scan;
 	if (pool_dw_init(p) != 0) {
@@ -805,6 +827,7 @@ no_table:
 		pthread_mutex_destroy(&p->writer[i]);
 	pthread_mutex_destroy(&p->alloc_lock);
 	pthread_mutex_destroy(&p->ckpt_lock);
+	pthread_mutex_destroy(&p->log_lock);
 	pthread_mutex_destroy(&p->idx_lock);
 	pthread_cond_destroy(&p->idx_cond);
 	free(p->free_stack);
@@ -824,6 +847,7 @@ void ppl_pool_get_header(const struct ppl_pool *p, struct ppl_pool_header *out)
 	out->size = p->sb.size;
 	out->nblocks = p->sb.nblocks;
 	out->created_unix = p->sb.created_unix;
+	out->log_size = p->sb.log_size;
 	memcpy(out->uuid, p->sb.uuid, 16);
 	memcpy(out->identity, p->sb.identity, sizeof(out->identity));
 	out->identity[PPL_POOL_IDENTITY_MAX] = '\0';

@@ -140,6 +140,15 @@ struct ppl_pool {
 	uint64_t n_retire_cbs;   /* retired entries not yet freed */
 	uint64_t n_pages, n_spilled, n_damaged, n_dram_records, n_dram_bytes;
 	uint64_t n_appends, n_over_cap, n_full, n_reclaims;
+
+	/* the log area (pool_log.c): byte counters that only grow, their
+	 * value modulo log_ring_size a place in the ring (log_lock) */
+	pthread_mutex_t log_lock;
+	uint64_t log_ring_off, log_ring_size;
+	uint64_t log_head, log_tail;
+	uint64_t log_next_seq, log_tail_seq;
+	uint64_t log_pending;
+	uint64_t log_appends, log_append_bytes, log_full, log_too_big, log_releases;
 };
 
 static inline uint64_t pool_key(uint32_t space, uint32_t page_no) { return (uint64_t)space << 32 | page_no; }
@@ -173,6 +182,10 @@ int pool_stream_parse(uint32_t space, uint32_t page_no, const uint8_t *s, uint32
 void pool_index_build(struct ppl_pool *p);
 /* Returns once every entry is built. */
 void pool_index_wait(struct ppl_pool *p);
+
+/* pool_log.c: finds the pending entries at open (-1: the area's header
+ * is damaged, described in err) */
+int pool_log_open(struct ppl_pool *p, struct ppl_pool_recovery *rec, char *err, size_t errlen);
 
 /* pool_dw.c */
 int pool_dw_init(struct ppl_pool *p);

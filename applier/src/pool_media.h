@@ -6,6 +6,9 @@
  *   1024    two durable-LSN slots, 64 B each, written alternately
  *   4096    doublewrite slot headers, 64 B each
  *   ...     doublewrite images, dw_page_size each, 4 KiB aligned
+ *   ...     the log area (log_size bytes, 4 KiB aligned; 0: none): MariaDB's
+ *           log writes made durable here before the log file's own sync
+ *           (Log_On_Pmem; format below, code in pool_log.c)
  *   ...     blocks, block_size each, to the end of the file; block 0 is
  *           never allocated so that 0 can mean "no next block"
  *
@@ -31,7 +34,9 @@
 #include <stdint.h>
 
 #define POOL_MAGIC "PPLPOOL\0"
-#define POOL_VERSION 1u
+/* 2: the log area (version 1 pools have none, and are refused: drain
+ * and re-create them) */
+#define POOL_VERSION 2u
 
 #define POOL_SB_OFF 0u
 #define POOL_SB_SIZE 512u
@@ -56,7 +61,9 @@ struct pool_sb {
 	uint64_t created_unix;
 	uint8_t uuid[16];
 	char identity[128];
-	uint8_t pad1[POOL_SB_SIZE - 216 - 4];
+	uint64_t log_off;
+	uint64_t log_size;
+	uint8_t pad1[POOL_SB_SIZE - 232 - 4];
 	uint32_t crc;            /* CRC-32C of everything before it */
 };
 _Static_assert(sizeof(struct pool_sb) == POOL_SB_SIZE, "superblock size");
@@ -70,6 +77,47 @@ struct pool_ckpt {
 	uint8_t pad2[POOL_CKPT_SLOT - 24];
 };
 _Static_assert(sizeof(struct pool_ckpt) == POOL_CKPT_SLOT, "checkpoint slot size");
+
+/* ---- the log area ----
+ *
+ * A ring of the log file's writes not yet synced into the file. At
+ * log_off, one 64-byte header whose first 8 bytes are the tail word,
+ * the field that publishes a release (one aligned store, so a crash
+ * leaves the old tail or the new one):
+ *   bits  0..31  the sequence number (low 32 bits) of the oldest entry
+ *                still needed
+ *   bits 32..55  where that entry starts, in 64-byte units from the ring
+ *   bits 56..63  check byte over bits 0..55
+ * and at +8 that sequence number whole (u64), made durable before the
+ * word: the word's low bits say which of its values the word meant
+ * (sequence numbers never repeat in a pool's life, so an entry of any
+ * earlier lap, even in the padding a WRAP skipped long ago, never
+ * matches). A word of 0 is a new pool: entry 1 at the ring's start.
+ * The ring follows (log_size - 64 bytes). An entry is 64-byte aligned:
+ * a 64-byte header (struct pool_log_ent) and its bytes, padded to 64.
+ * Entries carry consecutive sequence numbers; an entry that would cross
+ * the ring's end is preceded by a WRAP entry (no bytes) and starts at the
+ * ring's beginning. The pending entries are those from the tail on whose
+ * sequence numbers follow each other and whose CRC holds: an entry of an
+ * earlier lap has an older number, a torn one a bad CRC, and either ends
+ * the run. An entry is persisted whole before its write is acknowledged,
+ * and entries are appended one at a time, so every acknowledged write
+ * lies inside the run. */
+#define POOL_LOG_HDR 64u
+#define POOL_LOG_ALIGN 64u
+#define POOL_LOG_DATA 1u
+#define POOL_LOG_WRAP 2u
+
+struct pool_log_ent {
+	uint64_t seq;
+	uint64_t fileid;         /* the log file's inode number */
+	uint64_t offset;         /* where the bytes go in it */
+	uint32_t len;
+	uint32_t kind;           /* POOL_LOG_DATA or POOL_LOG_WRAP */
+	uint32_t crc;            /* CRC-32C of this header (crc 0) and the bytes */
+	uint8_t pad[POOL_LOG_ALIGN - 36];
+};
+_Static_assert(sizeof(struct pool_log_ent) == POOL_LOG_ALIGN, "log entry header size");
 
 /* ---- blocks ---- */
 #define BLK_FREE 0u

@@ -171,6 +171,7 @@ void ppl_store_free(struct ppl_store *e)
 	if (e->elision)
 		ppl_elision_server_stop(e->elision);
 	store_behind_stop(e); /* the writes it holds are ingested first */
+	store_pmemlog_stop(e); /* the log file synced, the pool's log area emptied */
 	store_stop_workers(e);
 	store_stop_archive(e);
 	/* A clean stop leaves a datadir MariaDB can use without this node:
@@ -271,6 +272,13 @@ int ppl_store_start_elision(struct ppl_store *e, const struct ppl_config *c, cha
 	struct ppl_pool_header h;
 	ppl_pool_get_header(e->pool, &h);
 	e->dw_page_size = h.dw_page_size;
+	/* before anything reads the log file: ingest's catch-up, MariaDB's
+	 * recovery through the mount (store_pmemlog.c) */
+	if (store_pmemlog_repair(e, err, errlen) != 0) {
+		ppl_pool_close(e->pool);
+		e->pool = NULL;
+		return -1;
+	}
 	if (ppl_config_check_pool_size(c, e->exportdir, h.size, err, errlen) != 0 ||
 	    ppl_pool_marker_admit(e->exportdir, h.uuid, ppl_pool_durable_lsn(e->pool), err, errlen) != 0) {
 		ppl_pool_close(e->pool);

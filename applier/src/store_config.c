@@ -250,11 +250,12 @@ int ppl_config_format(const struct ppl_config *c, char *buf, size_t len)
 	return snprintf(buf, len,
 			"Pool_Path=%s Pool_Size=%s Block_Size=%u Max_Per_Page=%u Apply_Threads=%u "
 			"Page_Cache_Size=%llu Elision=%s Elision_Clients=%s Elision_Token=%s Verify=%s "
-			"Allow_Volatile_Pool=%s Ingest_Behind=%s Stats_Interval=%u Metrics=%s Archive=%s",
+			"Allow_Volatile_Pool=%s Ingest_Behind=%s Log_On_Pmem=%s Stats_Interval=%u Metrics=%s Archive=%s",
 			c->pool_path, size, c->block_size, c->max_per_page,
 			c->apply_threads, (unsigned long long)c->page_cache_size, elision, c->elision_clients,
 			c->elision_token && c->elision_token[0] ? "(set)" : "(none)", c->verify ? "on" : "off",
-			c->allow_volatile_pool ? "yes" : "no", c->ingest_behind ? "yes" : "no", c->stats_interval,
+			c->allow_volatile_pool ? "yes" : "no", c->ingest_behind ? "yes" : "no",
+			c->log_on_pmem ? "yes" : "no", c->stats_interval,
 			metrics, archive);
 }
 

@@ -183,6 +183,7 @@ void ppl_store_figures(struct ppl_store *e, struct ppl_store_figures *f)
 	f->pool_spilled_kept = __atomic_load_n(&e->spilled_kept, __ATOMIC_RELAXED);
 	f->hot_settled = __atomic_load_n(&e->hot_settled, __ATOMIC_RELAXED);
 	store_behind_figures(e, f);
+	store_pmemlog_figures(e, f);
 	f->pool = e->pool != NULL;
 	if (e->pool) {
 		ppl_pool_usage(e->pool, &f->pool_usage);
@@ -261,6 +262,10 @@ int ppl_store_format(struct ppl_store *e, char *buf, size_t len)
 		k += v;
 	}
 	v = store_behind_format(e, buf + k, len - (size_t)k);
+	if (v < 0 || (size_t)(k + v) >= len)
+		return k + (v < 0 ? 0 : v);
+	k += v;
+	v = store_pmemlog_format(e, buf + k, len - (size_t)k);
 	if (v < 0 || (size_t)(k + v) >= len)
 		return k + (v < 0 ? 0 : v);
 	k += v;

@@ -33,6 +33,8 @@
  * elision decision, a held read's wait, the workers, the figures. */
 #define STOPPED(e) __atomic_load_n(&(e)->stopped, __ATOMIC_ACQUIRE)
 
+struct store_pmemlog;
+
 struct ppl_store {
 	struct ppl_store_env env;     /* the host's logger, thread hook, clock and I/O table (never NULL) */
 	char *exportdir;
@@ -50,6 +52,7 @@ struct ppl_store {
 	uint64_t q_parsed_at[BEHIND_MARKS]; /* parsed LSN after write k, at k % BEHIND_MARKS */
 	uint64_t behind_max_bytes, behind_waits, behind_wait_ns, behind_inline;
 	pthread_mutex_t order_lock;    /* held from a log write's begin to its end */
+	struct store_pmemlog *pmemlog; /* Log_On_Pmem's syncer, or NULL (store_pmemlog.c) */
 	struct ppl_node *node;         /* published once started, under log_lock */
 	struct ppl_node *building;     /* not yet started: no reader sees it */
 	bool started;                  /* parsing from a checkpoint */
@@ -306,6 +309,13 @@ void store_behind_synced(struct ppl_store *e, uint64_t k);
 void store_behind_figures(struct ppl_store *e, struct ppl_store_figures *f);
 /* "; ingest behind the replies: ..." for the stats line, or nothing (0). */
 int store_behind_format(struct ppl_store *e, char *buf, size_t len);
+/* Log_On_Pmem (store_pmemlog.c): the log area's writes put back into the
+ * log file when the pool opens; the syncer stopped (the area emptied);
+ * figures and the stats line's part. */
+int store_pmemlog_repair(struct ppl_store *e, char *err, size_t errlen);
+void store_pmemlog_stop(struct ppl_store *e);
+void store_pmemlog_figures(struct ppl_store *e, struct ppl_store_figures *f);
+int store_pmemlog_format(struct ppl_store *e, char *buf, size_t len);
 /* The log file is durable up to lsn: the archive may flush that far. */
 void store_log_durable_to(struct ppl_store *e, uint64_t lsn);
 

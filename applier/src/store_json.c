@@ -123,6 +123,18 @@ static json_object *stats_json(struct ppl_store *e)
 		put_u64(x, "refused_disk_failing", f.elide_refused_disk);
 		json_object_object_add(o, "elision", x);
 	}
+	if (f.log_on_pmem) {
+		json_object *x = json_object_new_object();
+		put_u64(x, "writes", f.pmem_log_writes);
+		put_u64(x, "bytes", f.pmem_log_bytes);
+		put_u64(x, "synced_in_reply", f.pmem_log_fallbacks);
+		put_u64(x, "syncs_behind", f.pmem_log_syncs);
+		put_u64(x, "sync_failures", f.pmem_log_sync_failures);
+		json_object_object_add(x, "sync_s", json_object_new_double((double)f.pmem_log_sync_ns / 1e9));
+		put_u64(x, "area_bytes", f.pmem_log_area);
+		put_u64(x, "area_used", f.pmem_log_used);
+		json_object_object_add(o, "log_on_pmem", x);
+	}
 	if (f.ingest_behind) {
 		x = json_object_new_object();
 		put_u64(x, "writes_waiting", f.behind_writes);

@@ -119,6 +119,19 @@ char *ppl_store_metrics(struct ppl_store *e)
 			       "materialized (I3)", f.log_wraps_held);
 		ppl_om_counter_seconds(&m, "ppl_log_wrap_wait_seconds",
 				       "Time MariaDB log writes were held by the wrap guard", f.log_wrap_wait_ns);
+		if (f.log_on_pmem) {
+			ppl_om_counter(&m, "ppl_log_pmem_writes", NULL,
+				       "Log writes answered once durable in the pool's log area (Log_On_Pmem)",
+				       f.pmem_log_writes);
+			ppl_om_counter(&m, "ppl_log_pmem_synced_in_reply", NULL,
+				       "Log writes synced in their replies instead (log area full or write too large)",
+				       f.pmem_log_fallbacks);
+			ppl_om_counter(&m, "ppl_log_pmem_sync_failures", NULL,
+				       "Syncs of the log file behind the replies that failed", f.pmem_log_sync_failures);
+			ppl_om_gauge(&m, "ppl_log_pmem_area_used_bytes", NULL,
+				     "Bytes of the pool's log area holding writes not yet synced into the log file",
+				     f.pmem_log_used);
+		}
 		if (f.ingest_behind) {
 			ppl_om_gauge(&m, "ppl_ingest_behind_bytes", NULL,
 				     "Log bytes answered and waiting to be parsed (Ingest_Behind)", f.behind_bytes);

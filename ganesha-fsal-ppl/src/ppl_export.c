@@ -236,6 +236,7 @@ static struct config_item ppl_params[] = {
 	CONF_ITEM_BOOL("Verify", false, ppl_args, cfg.verify),
 	CONF_ITEM_BOOL("Allow_Volatile_Pool", false, ppl_args, cfg.allow_volatile_pool),
 	CONF_ITEM_BOOL("Ingest_Behind", false, ppl_args, cfg.ingest_behind),
+	CONF_ITEM_BOOL("Log_On_Pmem", false, ppl_args, cfg.log_on_pmem),
 	CONF_ITEM_UI32("Stats_Interval", 0, UINT32_MAX, PPL_DEFAULT_STATS_INTERVAL, ppl_args,
 		       cfg.stats_interval),
 	CONF_ITEM_STR("Metrics_Address", 0, 255, PPL_DEFAULT_METRICS_ADDRESS, ppl_args, cfg.metrics_address),

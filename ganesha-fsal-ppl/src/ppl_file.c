@@ -17,6 +17,8 @@ struct io_done {
 	uint64_t w_off;          /* the range it was given */
 	size_t w_len;
 	uint64_t t0_ns;          /* when the sub-FSAL was called (reads: their latency) */
+	bool pmem_log;           /* Log_On_Pmem: written unsynced, made durable in the pool */
+	bool want_stable;        /* the client asked for a stable write */
 };
 
 static uint64_t now_ns(void)
@@ -115,6 +117,33 @@ static int disk_fault(struct ppl_handle *h, enum ppl_fault_op op)
 #endif
 }
 
+/* Log_On_Pmem: the sub-FSAL wrote a log WRITE without a sync. Its bytes
+ * durable in the pool's log area, it is answered as stable (FILE_SYNC:
+ * the client has nothing to COMMIT, and the commit it carries is done).
+ * When the area cannot take them (full, too large), a WRITE the client
+ * asked to be stable is synced here, as the sub-FSAL would have; an
+ * UNSTABLE one stays unstable and waits for the client's COMMIT. */
+static fsal_status_t pmem_log_durable(struct io_done *done, struct ppl_handle *h, struct fsal_io_arg *arg)
+{
+	struct ppl_file f;
+	char name[NAME_MAX + 1];
+	fsal_status_t st = fsalstat(ERR_FSAL_NO_ERROR, 0);
+
+	ppl_file_of(h, &f, name, sizeof(name));
+	if (ppl_hook_log_persist(done->pexp->hooks, &f, arg->offset, arg->iov, arg->iov_count, arg->io_amount)) {
+		arg->fsal_stable = true;
+		return st;
+	}
+	if (done->want_stable) {
+		PPL_SUBCALL(done->pexp, st = h->sub->obj_ops->commit2(h->sub, (off_t)arg->offset, arg->io_amount));
+		if (disk_error(st))
+			io_failed(h, PPL_FAULT_SYNC, arg->offset, arg->io_amount, st.minor ? (int)st.minor : EIO);
+		if (!FSAL_IS_ERROR(st))
+			arg->fsal_stable = true;
+	}
+	return st;
+}
+
 /* The sub-FSAL wrote the bytes through; the engine sees them before the
  * client is told (the reply is sent by done->cb). */
 static void write_done(struct fsal_obj_handle *sub, fsal_status_t ret, void *obj_data, void *caller_data)
@@ -128,6 +157,8 @@ static void write_done(struct fsal_obj_handle *sub, fsal_status_t ret, void *obj
 	op_ctx->fsal_export = &done->pexp->exp;
 	if (disk_error(ret))
 		io_failed(h, PPL_FAULT_WRITE, arg->offset, iov_total(arg), ret.minor ? (int)ret.minor : EIO);
+	if (!FSAL_IS_ERROR(ret) && done->pmem_log)
+		ret = pmem_log_durable(done, h, arg);
 	if (!FSAL_IS_ERROR(ret) && ppl_handle_class(h) != PPL_FILE_OTHER) {
 		struct ppl_file f;
 		char name[NAME_MAX + 1];
@@ -196,6 +227,8 @@ static struct io_done *io_done_new(struct fsal_obj_handle *obj, fsal_async_cb cb
 	d->cb = cb;
 	d->cb_arg = cb_arg;
 	d->began = false;
+	d->pmem_log = false;
+	d->want_stable = false;
 	return d;
 }
 
@@ -260,6 +293,11 @@ static void write2(struct fsal_obj_handle *obj, bool bypass, fsal_async_cb cb, s
 		d->began = true;
 		d->w_off = arg->offset;
 		d->w_len = len;
+		if (ppl_hook_log_on_pmem(pexp->hooks, &f)) {
+			d->pmem_log = true;
+			d->want_stable = arg->fsal_stable;
+			arg->fsal_stable = false;
+		}
 	}
 	PPL_SUBCALL(pexp, h->sub->obj_ops->write2(h->sub, bypass, write_done, arg, d));
 }

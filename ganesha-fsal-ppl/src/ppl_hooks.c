@@ -21,6 +21,7 @@ struct ppl_hooks {
 	struct ppl_hook_counts c; /* updated with relaxed atomics */
 	struct ppl_store *engine;
 	struct ppl_control *control;
+	bool log_on_pmem;
 };
 
 static char *control_answer(void *arg, const char *request)
@@ -108,11 +109,13 @@ struct ppl_hooks *ppl_hooks_create(const char *datadir, const struct ppl_config 
 		return NULL;
 	}
 	if (ppl_store_start_archive(h->engine, cfg, err, errlen) != 0 ||
-	    ppl_store_start_ingest_behind(h->engine, cfg, err, errlen) != 0) {
+	    ppl_store_start_ingest_behind(h->engine, cfg, err, errlen) != 0 ||
+	    ppl_store_start_log_on_pmem(h->engine, cfg, err, errlen) != 0) {
 		ppl_store_free(h->engine);
 		free(h);
 		return NULL;
 	}
+	h->log_on_pmem = cfg->log_on_pmem;
 	ppl_store_start_from_disk(h->engine);
 	char path[4096], cerr[512];
 	snprintf(path, sizeof(path), "%s.ctl", cfg->pool_path);
@@ -263,6 +266,17 @@ int ppl_hook_write(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offse
 	if (ppl_class_has_pages(f->cls))
 		ppl_store_write(h->engine, f->fileid, offset, iov, iovcnt, len);
 	return 0;
+}
+
+bool ppl_hook_log_on_pmem(struct ppl_hooks *h, const struct ppl_file *f)
+{
+	return h->log_on_pmem && f->cls == PPL_FILE_REDO_LOG;
+}
+
+bool ppl_hook_log_persist(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, const struct iovec *iov,
+			  int iovcnt, size_t len)
+{
+	return ppl_store_log_persist(h->engine, f->fileid, offset, iov, iovcnt, len) == 0;
 }
 
 uint64_t ppl_hook_commit_mark(struct ppl_hooks *h, const struct ppl_file *f)

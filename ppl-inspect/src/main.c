@@ -19,6 +19,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: ppl-inspect pool create PATH --identity ID [--size N[K|M|G]] [--block-size 64]\n"
 		"                                [--max-per-page 256] [--dw-slots 32] [--dw-page-size 65536]\n"
+		"                                [--log-size N[K|M]|none]  (default: an eighth of the pool, at most\n"
+		"                                16 MiB, none under 256 KiB; Log_On_Pmem's area for the log writes)\n"
 		"       ppl-inspect pool check PATH [--identity ID] [--datadir DIR] [--json]\n"
 		"       ppl-inspect pool info PATH [--json]\n"
 		"       ppl-inspect pool dump PATH SPACE:PAGE [--json]\n"

@@ -52,7 +52,8 @@ static int parse(int argc, char **argv, struct args *a)
 		{ "identity", required_argument, 0, 'i' }, { "size", required_argument, 0, 's' },
 		{ "block-size", required_argument, 0, 'b' }, { "max-per-page", required_argument, 0, 'm' },
 		{ "dw-slots", required_argument, 0, 'w' }, { "dw-page-size", required_argument, 0, 'p' },
-		{ "datadir", required_argument, 0, 'd' }, { "json", no_argument, 0, 'j' }, { 0, 0, 0, 0 },
+		{ "datadir", required_argument, 0, 'd' }, { "json", no_argument, 0, 'j' },
+		{ "log-size", required_argument, 0, 'l' }, { 0, 0, 0, 0 },
 	};
 	int c;
 	memset(a, 0, sizeof(*a));
@@ -66,6 +67,12 @@ static int parse(int argc, char **argv, struct args *a)
 		case 'm': bad = parse_u32(optarg, &a->g.max_per_page); break;
 		case 'w': bad = parse_u32(optarg, &a->g.dw_slots); break;
 		case 'p': bad = parse_u32(optarg, &a->g.dw_page_size); break;
+		case 'l':
+			if (strcmp(optarg, "none") == 0 || strcmp(optarg, "0") == 0)
+				a->g.log_size = PPL_POOL_NO_LOG_AREA;
+			else
+				bad = parse_size(optarg, &a->g.log_size) || a->g.log_size == 0;
+			break;
 		case 'd': a->datadir = optarg; break;
 		case 'j': a->json = true; break;
 		default: return -1;
@@ -125,8 +132,9 @@ static int cmd_create(struct args *a)
 	struct ppl_pool_header h;
 	ppl_pool_get_header(p, &h);
 	printf("created pool %s for \"%s\": %" PRIu64 " B, %" PRIu64 " blocks of %u B, %u B per page, "
-	       "%u doublewrite slots of %u B\n", a->path, h.identity, h.size, h.nblocks - 1, h.block_size,
-	       h.max_per_page, h.dw_slots, h.dw_page_size);
+	       "%u doublewrite slots of %u B, a log area of %" PRIu64 " B%s\n", a->path, h.identity, h.size,
+	       h.nblocks - 1, h.block_size, h.max_per_page, h.dw_slots, h.dw_page_size, h.log_size,
+	       h.log_size ? "" : " (none: Log_On_Pmem needs one)");
 	ppl_pool_close(p);
 	return 0;
 }
@@ -165,8 +173,24 @@ static json_object *recovery_json(const struct ppl_pool_recovery *r)
 	add_u64(o, "dw_unreadable", r->dw_unreadable);
 	add_u64(o, "dw_damaged", r->dw_damaged);
 	add_u64(o, "durable_lsn", r->durable_lsn);
+	add_u64(o, "log_pending", r->log_pending);
+	add_u64(o, "log_pending_bytes", r->log_pending_bytes);
 	json_object_object_add(o, "scan_seconds", json_object_new_double((double)r->elapsed_ns / 1e9));
 	return o;
+}
+
+/* The log area's entries still needed: the log file's ranges a restart
+ * writes again from the pool. */
+static int pending_range(void *arg, uint64_t seq, uint64_t fileid, uint64_t offset, const uint8_t *bytes, uint32_t len)
+{
+	(void)bytes;
+	json_object *e = json_object_new_object();
+	add_u64(e, "seq", seq);
+	add_u64(e, "fileid", fileid);
+	add_u64(e, "offset", offset);
+	add_u64(e, "len", len);
+	json_object_array_add(arg, e);
+	return 0;
 }
 
 static int cmd_check(struct args *a)
@@ -199,6 +223,9 @@ static int cmd_check(struct args *a)
 		       r.dw_needs_restore, r.dw_unreadable, dd ? " (page unreadable)" : " (no --datadir)",
 		       r.dw_damaged);
 		printf("  durable LSN %" PRIu64 "; scan took %.3f s\n", r.durable_lsn, (double)r.elapsed_ns / 1e9);
+		printf("  log area: %" PRIu64 " write(s) of MariaDB's log (%" PRIu64 " B) not yet known to be in the "
+		       "log file%s\n", r.log_pending, r.log_pending_bytes,
+		       r.log_pending ? ": the storage node writes them into it when it opens the pool" : "");
 		if (r.dw_needs_restore)
 			printf("  the storage node restores those pages when it opens the pool\n");
 	}
@@ -262,6 +289,15 @@ static int cmd_info(struct args *a)
 		add_u64(o, "damaged_pages", hist.damaged);
 		add_u64(o, "durable_lsn", r.durable_lsn);
 		add_u64(o, "dw_slots_in_use", r.dw_pending);
+		struct ppl_pool_log_usage lu;
+		ppl_pool_log_usage(p, &lu);
+		add_u64(o, "log_area", h.log_size);
+		add_u64(o, "log_used", lu.used);
+		add_u64(o, "log_pending", r.log_pending);
+		add_u64(o, "log_pending_bytes", r.log_pending_bytes);
+		json_object *ranges = json_object_new_array();
+		ppl_pool_log_pending(p, pending_range, ranges);
+		json_object_object_add(o, "log_pending_ranges", ranges);
 		for (uint32_t b = 1; b <= cap_blocks && b <= 16; b++) {
 			json_object *e = json_object_new_object();
 			add_u64(e, "blocks", b);
@@ -286,6 +322,11 @@ static int cmd_info(struct args *a)
 		       hist.records, hist.bytes, hist.damaged ? " (some damaged: run check)" : "");
 		printf("  durable LSN  %" PRIu64 "\n", r.durable_lsn);
 		printf("  doublewrite  %" PRIu64 " slot(s) in use\n", r.dw_pending);
+		if (h.log_size)
+			printf("  log area     %" PRIu64 " B; %" PRIu64 " write(s), %" PRIu64 " B, of the log file not yet "
+			       "known to be in it\n", h.log_size, r.log_pending, r.log_pending_bytes);
+		else
+			printf("  log area     none (Log_On_Pmem needs one: re-create the pool)\n");
 		printf("  bytes per page (blocks held):\n");
 		for (uint32_t b = 1; b <= cap_blocks && b <= 16; b++)
 			printf("    %5u B  %" PRIu64 " pages\n", b * h.block_size, hist.by_blocks[b]);

@@ -50,6 +50,8 @@ struct host {
 	const struct ppl_io *io;     /* the store's file I/O (NULL: POSIX); set after host_make */
 	bool allow_volatile_pool;    /* Allow_Volatile_Pool */
 	bool ingest_behind;          /* Ingest_Behind (also with PPL_TEST_INGEST_BEHIND=1 in the environment) */
+	bool log_on_pmem;            /* Log_On_Pmem: each log write made durable in the pool's log area */
+	uint64_t persisted, not_persisted; /* log writes ppl_store_log_persist took, and refused */
 	size_t page_cache;           /* Page_Cache_Size (0: off) */
 	struct ppl_store *s;
 };
@@ -144,6 +146,12 @@ static inline int host_log_write(struct host *h, uint64_t off, const uint8_t *bu
 	if (rc)
 		return rc;
 	write_file(h->log_path, buf, len, (off_t)off);
+	if (h->log_on_pmem) {
+		if (ppl_store_log_persist(h->s, h->log_ino, off, &iov, 1, len) == 0)
+			h->persisted++;
+		else
+			h->not_persisted++;
+	}
 	rc = ppl_store_log_write(h->s, h->log_ino, off, &iov, 1, len);
 	ppl_store_write_end(h->s, true, h->log_ino, off, len);
 	return rc;
@@ -328,9 +336,11 @@ static inline int host_store_elision(struct host *h, const char *pool_path, unsi
 			       .apply_threads = apply_threads, .elision_address = "127.0.0.1", .elision_port = 0,
 			       .elision_clients = "127.0.0.1", .elision_token = "t",
 			       .allow_volatile_pool = h->allow_volatile_pool,
-			       .ingest_behind = h->ingest_behind || behind_from_env()};
+			       .ingest_behind = h->ingest_behind || behind_from_env(), .log_on_pmem = h->log_on_pmem};
 	int rc = ppl_store_start_elision(*out, &c, err, errlen);
-	return rc != 0 ? rc : ppl_store_start_ingest_behind(*out, &c, err, errlen);
+	if (rc == 0)
+		rc = ppl_store_start_ingest_behind(*out, &c, err, errlen);
+	return rc != 0 ? rc : ppl_store_start_log_on_pmem(*out, &c, err, errlen);
 }
 
 static inline void host_start_threads(struct host *h, unsigned apply_threads)

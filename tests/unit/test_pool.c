@@ -115,10 +115,16 @@ static void test_refusals(void)
 	CHECK(open_err(&ok, err, sizeof(err)) != 0 && strstr(err, "superblock is damaged"));
 	/* another layout version, checksum intact */
 	struct pool_sb v2 = sb;
-	v2.version = 2;
+	v2.version = POOL_VERSION + 1;
 	v2.crc = ppl_crc32c(0, &v2, offsetof(struct pool_sb, crc));
 	patch(0, &v2, sizeof(v2));
-	CHECK(open_err(&ok, err, sizeof(err)) != 0 && strstr(err, "layout version 2"));
+	CHECK(open_err(&ok, err, sizeof(err)) != 0 && strstr(err, "layout version 3"));
+	/* the version before the log area */
+	v2.version = 1;
+	v2.crc = ppl_crc32c(0, &v2, offsetof(struct pool_sb, crc));
+	patch(0, &v2, sizeof(v2));
+	CHECK(open_err(&ok, err, sizeof(err)) != 0 && strstr(err, "layout version 1") &&
+	      strstr(err, "re-create the pool"));
 	/* not a pool */
 	patch(0, "GARBAGE!", 8);
 	CHECK(open_err(&ok, err, sizeof(err)) != 0 && strstr(err, "not a PPL pool"));

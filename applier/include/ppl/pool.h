@@ -10,7 +10,10 @@
  *   - doublewrite slots: a page image is made durable here before it is
  *     written to its data file, so a torn data-file write can be repaired,
  *   - the durable LSN: the point from which the redo log must be re-read
- *     after a crash (the store's restart point: store_wrap.c).
+ *     after a crash (the store's restart point: store_wrap.c),
+ *   - the log area: MariaDB's log writes made durable here, so that a
+ *     commit need not wait for the log file's sync (Log_On_Pmem,
+ *     store_pmemlog.c), replayed into the file after a crash.
  * A DRAM index (liburcu lock-free hash table) maps (space, page) to the
  * page's chain and to records that did not fit (over the cap, or pool
  * full): those stay in DRAM only, and the caller must materialize the page
@@ -31,6 +34,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "ppl/log.h"
 
@@ -45,6 +49,10 @@ struct ppl_pool_geometry {
 	uint32_t max_per_page;  /* bytes of blocks per page, a multiple of block_size [256] */
 	uint32_t dw_slots;      /* doublewrite slots [32] */
 	uint32_t dw_page_size;  /* largest page a slot holds, 4096..65536 [65536: any InnoDB page] */
+	/* bytes of the log area, a multiple of 4096, 64 KiB..1 GiB, or
+	 * PPL_POOL_NO_LOG_AREA [an eighth of the pool up to 16 MiB; none
+	 * when that is under 256 KiB] */
+	uint64_t log_size;
 	const char *identity;   /* what the pool belongs to, e.g. the datadir (required) */
 };
 
@@ -68,6 +76,8 @@ struct ppl_pool_tracer {
 	void (*drain)(void *arg);
 	void *arg;
 };
+
+#define PPL_POOL_NO_LOG_AREA UINT64_MAX
 
 struct ppl_pool_options {
 	const char *identity;        /* must equal the pool's; NULL = accept any (tools) */
@@ -98,6 +108,9 @@ struct ppl_pool_recovery {
 	uint64_t dw_needs_restore;     /* torn or older, not repaired (read-only open, or the write failed) */
 	uint64_t dw_damaged;           /* slot checksum failed: left alone */
 	uint64_t durable_lsn;
+	uint64_t log_pending;          /* log area entries not yet known to be in the log file */
+	uint64_t log_pending_bytes;
+	bool log_damaged;              /* the log area's header failed its check: the open was refused */
 	uint64_t elapsed_ns;           /* open, scan and doublewrite restore: the pool serves from here */
 	/* Where elapsed_ns went (the rest: mapping, superblock, allocations). */
 	uint64_t heads_ns;             /* every block's commit word read, chain heads sorted by page */
@@ -124,6 +137,7 @@ void ppl_pool_close(struct ppl_pool *p);
 struct ppl_pool_header {
 	uint32_t version, block_size, max_per_page, dw_slots, dw_page_size;
 	uint64_t size, nblocks, created_unix;
+	uint64_t log_size;           /* the log area's bytes, 0: none */
 	uint8_t uuid[16];
 	char identity[PPL_POOL_IDENTITY_MAX + 1];
 	bool is_pmem;                /* real persistent memory (DAX) */
@@ -289,5 +303,40 @@ void ppl_pool_dw_for_each(struct ppl_pool *p,
 			  void (*fn)(void *arg, int slot, uint32_t space, uint32_t page_no, uint64_t lsn,
 				     uint32_t size, bool intact),
 			  void *arg);
+
+/* ---- the log area ---------------------------------------------------------- */
+
+/* Makes a write of the log file durable in the log area: 0 once it is (the
+ * write may be acknowledged as stable), or PPL_POOL_FULL (no room until a
+ * release) or PPL_POOL_ERROR (no log area, larger than half of it, the
+ * pool's persistence failed, or a read-only pool): then nothing was kept
+ * and the caller makes the write durable in the file itself. Appends are
+ * serialized, each persisted whole before the next begins. */
+enum ppl_pool_status ppl_pool_log_append(struct ppl_pool *p, uint64_t fileid, uint64_t offset,
+					 const struct iovec *iov, int iovcnt, size_t len);
+
+/* Where the log area's appends have come to: take one, make the log file
+ * durable, then release it: every entry appended before the mark is then
+ * no longer needed. */
+struct ppl_pool_log_mark {
+	uint64_t seq, head;
+};
+void ppl_pool_log_mark(struct ppl_pool *p, struct ppl_pool_log_mark *m);
+int ppl_pool_log_release(struct ppl_pool *p, const struct ppl_pool_log_mark *m);
+
+/* Calls fn for each entry still needed, oldest first (a restart writes
+ * them into the log file, in this order: a later write of the same bytes
+ * wins). A nonzero return stops the walk and is returned. */
+typedef int (*ppl_pool_log_fn)(void *arg, uint64_t seq, uint64_t fileid, uint64_t offset, const uint8_t *bytes,
+			       uint32_t len);
+int ppl_pool_log_pending(struct ppl_pool *p, ppl_pool_log_fn fn, void *arg);
+
+struct ppl_pool_log_usage {
+	uint64_t area;               /* bytes of the ring, 0: no log area */
+	uint64_t used;               /* bytes between the tail and the head */
+	uint64_t pending;            /* entries between them */
+	uint64_t appends, append_bytes, full, too_big, releases;
+};
+void ppl_pool_log_usage(struct ppl_pool *p, struct ppl_pool_log_usage *out);
 
 #endif

@@ -16,6 +16,7 @@
  *     ppl_store_start_elision(s, &cfg, err, len);   if elision is on (a pool)
  *     ppl_store_start_archive(s, &cfg, err, len);   Archive_Path
  *     ppl_store_start_ingest_behind(s, &cfg, ...);  Ingest_Behind
+ *     ppl_store_start_log_on_pmem(s, &cfg, ...);    Log_On_Pmem
  *     ppl_store_start_from_disk(s);                 a log already there (I6)
  *
  * then brackets every operation on the export's files:
@@ -48,7 +49,8 @@
  * materialize, the checkpoint gate, the elision decision), store_wrap.c
  * (the restart point and the log-wrap guard, I3), store_workers.c
  * (Apply_Threads), store_archive.c (the log archive, Archive_Path),
- * store_behind.c (log writes parsed behind their replies, Ingest_Behind)
+ * store_behind.c (log writes parsed behind their replies, Ingest_Behind),
+ * store_pmemlog.c (log writes made durable in the pool, Log_On_Pmem)
  * and store_figures.c (figures, stats lines); they share
  * store_internal.h. The POSIX I/O table is applier/src/io_posix.c.
  *
@@ -289,6 +291,13 @@ struct ppl_store_figures {
 	 * in the caller's thread for want of memory for a copy */
 	bool ingest_behind;
 	uint64_t behind_writes, behind_bytes, behind_max_bytes, behind_waits, behind_wait_ns, behind_inline;
+	/* Log_On_Pmem (store_pmemlog.c): log writes made durable in the
+	 * pool's log area and their bytes; those synced in their replies
+	 * instead (area full, write too large); the syncs behind, failed
+	 * syncs and their time; the area and what of it is in use */
+	bool log_on_pmem;
+	uint64_t pmem_log_writes, pmem_log_bytes, pmem_log_fallbacks, pmem_log_syncs, pmem_log_sync_failures;
+	uint64_t pmem_log_sync_ns, pmem_log_area, pmem_log_used;
 };
 void ppl_store_figures(struct ppl_store *e, struct ppl_store_figures *f);
 /* The index and the pool, for one page's dump; NULL when there is none.
@@ -325,6 +334,19 @@ int ppl_store_start_archive(struct ppl_store *e, const struct ppl_config *c, cha
  * behind) and before ppl_store_start_from_disk. Does nothing when the
  * option is off. 0, or -1 with a message: the export must not start. */
 int ppl_store_start_ingest_behind(struct ppl_store *e, const struct ppl_config *c, char *err, size_t errlen);
+
+/* Log_On_Pmem (store_pmemlog.c), after ppl_store_start_elision: a log
+ * write may be made durable in the pool's log area instead of by a sync
+ * of the log file, which a thread of the store then makes behind it.
+ * Refused without a pool, a pool without a log area, or a pool on tmpfs
+ * unless Allow_Volatile_Pool. */
+int ppl_store_start_log_on_pmem(struct ppl_store *e, const struct ppl_config *c, char *err, size_t errlen);
+/* The host wrote a log write into the file (not synced): 0 once its
+ * bytes are durable in the pool's log area -- answer it as stable -- or
+ * -1 (Log_On_Pmem off, the area full, the write too large): make it
+ * durable the ordinary way (sync the file) before answering it so. */
+int ppl_store_log_persist(struct ppl_store *e, uint64_t fileid, uint64_t off, const struct iovec *iov, int iovcnt,
+			  size_t len);
 /* A base copy (store_backup.c says what it holds and why it is right):
  * every file of the datadir copied into dest (a new directory outside
  * the export, its parent existing) on a thread of the store's own, page

@@ -55,6 +55,9 @@ struct ppl_config {
 	/* Log WRITEs answered once written; parsed behind the reply on a
 	 * thread of the store's (store_behind.c) */
 	bool ingest_behind;
+	/* Log WRITEs answered once durable in the pool's log area; the log
+	 * file synced behind them (store_pmemlog.c) */
+	bool log_on_pmem;
 	uint32_t stats_interval;      /* seconds; 0: no periodic stats line */
 	char *metrics_address;
 	uint16_t metrics_port;        /* 0: no metrics endpoint */
