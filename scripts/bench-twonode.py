@@ -14,6 +14,9 @@ Set-ups (--setups, default all four, in this order):
            (Archive_Path on the storage side's disk): what archiving costs
   behind   (only when asked for) the stack with Ingest_Behind = true: log
            WRITEs answered before they are parsed
+  pmemlog  (only when asked for) the stack with Log_On_Pmem = true: log
+           WRITEs answered once durable in the pool's log area, the log
+           file synced behind them (commits wait for no disk sync)
 
 The two nodes: the compute side (mariadbd, ppl-mount, sysbench) runs on
 --compute-cpus and ganesha.nfsd on --storage-cpus (the script sets its own
@@ -72,8 +75,8 @@ TOKEN = "ppl-bench-token"
 TPCC = os.path.join(paths.REPO, "tpcc", "tpcc.lua")
 TPCC_TABLES = ("warehouse", "district", "customer", "history", "new_orders", "orders", "order_line", "item",
                "stock")
-SETUPS = ("local", "vanilla", "tuned", "stack", "archive", "behind")
-PPL_SETUPS = ("stack", "archive", "behind")
+SETUPS = ("local", "vanilla", "tuned", "stack", "archive", "behind", "pmemlog")
+PPL_SETUPS = ("stack", "archive", "behind", "pmemlog")
 SYSBENCH = ("oltp_write_only", "oltp_read_write", "oltp_update_index")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -239,6 +242,8 @@ class Nodes:
                     extra = {"Archive_Path": f'"{os.path.join(base, "archive")}"'}
                 elif setup == "behind":
                     extra = {"Ingest_Behind": "true"}
+                elif setup == "pmemlog":
+                    extra = {"Log_On_Pmem": "true"}
                 self.g, port = pplnode.storage_node(base, self.export, self.pool, a.pool_mb * 1024 * 1024, TOKEN,
                                                     stats_interval=1, extra=extra)
                 self.stats_path = os.path.join(base, "libcatcher.json")
