@@ -35,11 +35,11 @@ def ppl_fsal(pool_path, params="", sub="FSAL { Name = VFS; }"):
     return f"FSAL {{ Name = PPL; {pool} {params} {sub} }}"
 
 
-def make_pool(pool_path, identity, size="4M"):
+def make_pool(pool_path, identity, size="4M", args=()):
     """The pool an export with elision needs (made explicitly, as an operator would)."""
     os.makedirs(os.path.dirname(pool_path), exist_ok=True)
     subprocess.run([paths.tool("ppl-inspect"), "pool", "create", str(pool_path), "--identity", str(identity),
-                    "--size", size], check=True, capture_output=True)
+                    "--size", size, *args], check=True, capture_output=True)
 
 
 def make_server(tmp_path, plugins_dir, params="", pool=True, sub="FSAL { Name = VFS; }"):
@@ -432,6 +432,8 @@ BAD = [
     ('Archive_Path = "/tmp"; Base_Path = "/nonexistent-ppl-bases"; Base_Interval = 600;', True,
      'Base_Path "/nonexistent-ppl-bases" is not an existing directory'),
     ('Archive_Path = "/tmp"; Base_Keep = 0;', True, "Base_Keep = 0: from 1 to 1000"),
+    ("Log_On_Pmem = true;", True, "Log_On_Pmem needs the pool (Pool_Path, and elision on: Elision_Port)"),
+    ("Log_On_Pmem = sometimes;", True, "its FSAL block has errors"),
 ]
 
 
@@ -474,6 +476,15 @@ def test_pool_of_another_size_refuses_export(tmp_path, plugins_dir):
     make_pool(tmp_path / "pmem" / "ppl.pool", g.export_path, size="4M")
     m = refusal(g)
     assert "holds 4194304 bytes but Pool_Size = 8388608: set Pool_Size to the pool's size" in m.group(2)
+
+
+def test_log_on_pmem_needs_a_pool_with_a_log_area(tmp_path, plugins_dir):
+    """Log_On_Pmem keeps log writes in the pool's log area: a pool made
+    without one is refused, saying how to make one."""
+    g = make_server(tmp_path, plugins_dir, f'Log_On_Pmem = true; Elision_Port = {free_port()}; Elision_Token = "t";')
+    make_pool(tmp_path / "pmem" / "ppl.pool", g.export_path, args=("--log-size", "none"))
+    m = refusal(g)
+    assert "has no log area" in m.group(2) and "ppl-inspect pool create" in m.group(2), m.group(2)
 
 
 def test_reload_keeps_or_refuses_engine_parameters(server):
