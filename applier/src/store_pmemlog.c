@@ -21,6 +21,14 @@
  * that was since replaced (another inode: MariaDB re-created its log) is
  * skipped: that file is gone.
  *
+ * Which file: the one whose inode the entries carry (the newest entry's,
+ * found under the export as the store finds its log: store_find_log), not
+ * a path remembered from the start -- MariaDB may make its datadir after
+ * the node started, and re-create its log. A sync is never assumed: an
+ * area is released only after a sync of the newest entry's file
+ * succeeded, which covers the older entries of that file, and those of a
+ * file since replaced need none.
+ *
  * The repair runs whenever a pool with a log area is opened, whether or
  * not Log_On_Pmem is still on: an operator who turns it off after a
  * crash must not lose the writes the area holds. */
@@ -42,17 +50,30 @@ struct store_pmemlog {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool stop, kick;
-	int fd;                   /* the syncer's own descriptor of ib_logfile0 */
+	int fd;                   /* the syncer's own descriptor of the log file */
 	uint64_t fd_ino;
+	uint64_t last_fileid;     /* the newest entry's log file (atomic) */
 	uint64_t quarter;         /* area bytes past which an append wakes the syncer */
 	/* figures (atomic) */
 	uint64_t persisted, persisted_bytes, fallbacks, syncs, sync_failures, sync_ns;
 	bool said_failure;
 };
 
-static int log_path(struct ppl_store *e, char *buf, size_t len)
+/* The path of the log file with this inode under the export; -1 if none. */
+static int log_path(struct ppl_store *e, uint64_t ino, char *buf, size_t len)
 {
-	return snprintf(buf, len, "%s/ib_logfile0", e->datadir) < (int)len ? 0 : -1;
+	char dir[4096];
+	if (!store_find_log(e, e->exportdir, ino, 3, dir, sizeof(dir)))
+		return -1;
+	return snprintf(buf, len, "%s/ib_logfile0", dir) < (int)len ? 0 : -1;
+}
+
+static int newest_entry(void *arg, uint64_t seq, uint64_t fileid, uint64_t offset, const uint8_t *bytes,
+			uint32_t len)
+{
+	(void)seq, (void)offset, (void)bytes, (void)len;
+	*(uint64_t *)arg = fileid;
+	return 0;
 }
 
 struct repair {
@@ -88,13 +109,12 @@ int store_pmemlog_repair(struct ppl_store *e, char *err, size_t errlen)
 	ppl_pool_log_usage(e->pool, &u);
 	if (u.pending == 0)
 		return 0;
-	char path[4200];
+	char path[4200] = "the log file";
 	const struct ppl_io *io = e->env.io;
 	struct repair r = {.e = e, .fd = -1};
-	struct stat st;
-	if (log_path(e, path, sizeof(path)) == 0 && io->stat(io->arg, path, &st) == 0) {
+	ppl_pool_log_pending(e->pool, newest_entry, &r.ino);
+	if (log_path(e, r.ino, path, sizeof(path)) == 0) {
 		r.fd = io->open(io->arg, path, O_RDWR);
-		r.ino = (uint64_t)st.st_ino;
 		if (r.fd < 0) {
 			snprintf(err, errlen, "the pool's log area holds %" PRIu64 " write(s) of MariaDB's log not yet "
 				 "known to be in %s, which cannot be opened: %s. Nothing was changed; make the file "
@@ -127,21 +147,26 @@ int store_pmemlog_repair(struct ppl_store *e, char *err, size_t errlen)
 	return 0;
 }
 
-/* The syncer's descriptor of the log file as it is now (MariaDB may have
- * re-created it): -1 when there is none. */
-static int syncer_fd(struct ppl_store *e, struct store_pmemlog *s)
+/* The syncer's descriptor of the log file with this inode: -1 when it
+ * cannot be found or opened now. */
+static int syncer_fd(struct ppl_store *e, struct store_pmemlog *s, uint64_t ino)
 {
 	char path[4200];
 	struct stat st;
 	const struct ppl_io *io = e->env.io;
-	if (log_path(e, path, sizeof(path)) != 0 || io->stat(io->arg, path, &st) != 0)
-		return -1;
-	if (s->fd >= 0 && s->fd_ino == (uint64_t)st.st_ino)
+	if (s->fd >= 0 && s->fd_ino == ino)
 		return s->fd;
 	if (s->fd >= 0)
 		io->close(io->arg, s->fd);
+	s->fd = -1;
+	if (log_path(e, ino, path, sizeof(path)) != 0)
+		return -1;
 	s->fd = io->open(io->arg, path, O_RDONLY);
-	s->fd_ino = (uint64_t)st.st_ino;
+	if (s->fd >= 0 && (io->fstat(io->arg, s->fd, &st) != 0 || (uint64_t)st.st_ino != ino)) {
+		io->close(io->arg, s->fd); /* replaced between the lookup and the open */
+		s->fd = -1;
+	}
+	s->fd_ino = ino;
 	return s->fd;
 }
 
@@ -158,17 +183,18 @@ static void sync_once(struct ppl_store *e, struct store_pmemlog *s)
 	struct ppl_pool_log_mark m;
 	ppl_pool_log_mark(e->pool, &m);
 	const struct ppl_io *io = e->env.io;
-	int fd = syncer_fd(e, s);
+	/* the mark is taken first: the newest entry's file is then that of
+	 * every entry it covers, or of one appended after it */
+	int fd = syncer_fd(e, s, __atomic_load_n(&s->last_fileid, __ATOMIC_ACQUIRE));
 	uint64_t t0 = store_now_ns(e);
-	/* no log file: the entries are of one that is gone (replaced or
-	 * removed), whose bytes nothing will read */
-	if (fd >= 0 && io->sync(io->arg, fd) != 0) {
-		int err = errno;
+	if (fd < 0 || io->sync(io->arg, fd) != 0) {
+		int err = fd < 0 ? ENOENT : errno;
 		__atomic_add_fetch(&s->sync_failures, 1, __ATOMIC_RELAXED);
 		if (!s->said_failure)
 			SLOG(e, PPL_LOG_CRIT, "PPL: %s: the log file's sync failed: %s. Its writes stay in the pool's "
 			     "log area, and once that is full each log write is synced in its reply, where MariaDB "
-			     "sees the error. Check the disk", e->exportdir, strerror(err));
+			     "sees the error. Check the disk", e->exportdir,
+			     fd < 0 ? "the log file could not be found or opened" : strerror(err));
 		s->said_failure = true;
 		return;
 	}
@@ -287,6 +313,7 @@ int ppl_store_log_persist(struct ppl_store *e, uint64_t fileid, uint64_t off, co
 	struct store_pmemlog *s = e->pmemlog;
 	if (s == NULL)
 		return -1;
+	__atomic_store_n(&s->last_fileid, fileid, __ATOMIC_RELEASE);
 	if (ppl_pool_log_append(e->pool, fileid, off, iov, iovcnt, len) != PPL_POOL_OK) {
 		__atomic_add_fetch(&s->fallbacks, 1, __ATOMIC_RELAXED);
 		pthread_mutex_lock(&s->lock);

@@ -22,8 +22,10 @@
  *     closed once, by the thread that opened it, and used only by that
  *     thread in between (the table may keep per-descriptor state).
  *   - pread of a page, of page 0's header, or of the log file; pwrite of
- *     a whole page only (materialization, a doublewrite restore), each
- *     followed by sync before the page counts as durable; stat and fstat
+ *     a whole page (materialization, a doublewrite restore), or of log
+ *     bytes the pool's log area holds (Log_On_Pmem's repair at start),
+ *     each followed by sync before it counts as durable; sync of the log
+ *     file behind MariaDB's log writes (Log_On_Pmem's syncer thread); stat and fstat
  *     for a file's existence, inode, type and size; list to scan the
  *     datadir (ibdata*, undo*, db/t.ibd) and the export (where
  *     ib_logfile0 is).
