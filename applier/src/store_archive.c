@@ -304,12 +304,7 @@ static void *archive_main(void *arg)
 	pthread_mutex_lock(&e->archive_lock);
 	while (!e->archive_stop) {
 		struct timespec t;
-		clock_gettime(CLOCK_REALTIME, &t);
-		t.tv_nsec += FLUSH_EVERY_MS * 1000000L;
-		if (t.tv_nsec >= 1000000000L) {
-			t.tv_sec++;
-			t.tv_nsec -= 1000000000L;
-		}
+		store_deadline(&t, FLUSH_EVERY_MS * 1000000ull);
 		pthread_cond_timedwait(&e->archive_cond, &e->archive_lock, &t);
 		if (e->archive_stop)
 			break;

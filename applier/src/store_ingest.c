@@ -501,12 +501,7 @@ int store_start_wait(struct ppl_store *e)
 			return EIO;
 		}
 		struct timespec t;
-		clock_gettime(CLOCK_REALTIME, &t);
-		t.tv_nsec += (long)HOLD_SLICE_NS;
-		if (t.tv_nsec >= 1000000000L) {
-			t.tv_sec++;
-			t.tv_nsec -= 1000000000L;
-		}
+		store_deadline(&t, HOLD_SLICE_NS);
 		pthread_cond_timedwait(&e->start_cond, &e->log_lock, &t);
 	}
 	pthread_mutex_unlock(&e->log_lock);

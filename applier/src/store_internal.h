@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include "ppl/histogram.h"
 #include "ppl/log.h"
@@ -286,6 +287,17 @@ struct due {
 
 /* stat(2) through the host's I/O table (ppl_store_env.io). */
 int store_stat(const struct ppl_store *e, const char *path, struct stat *st);
+/* A deadline ns from now for pthread_cond_timedwait (CLOCK_REALTIME, the
+ * condition variables' clock): the store's threads that wake on a signal
+ * or every so often (the archive, Log_On_Pmem's syncer, a held read). */
+static inline void store_deadline(struct timespec *t, uint64_t ns)
+{
+	clock_gettime(CLOCK_REALTIME, t);
+	ns += (uint64_t)t->tv_nsec;
+	t->tv_sec += (time_t)(ns / 1000000000u);
+	t->tv_nsec = (long)(ns % 1000000000u);
+}
+
 /* The host's monotonic clock (ppl_store_env.now_ns), or CLOCK_MONOTONIC. */
 uint64_t store_now_ns(const struct ppl_store *e);
 /* A log write as the synchronous path ingests it (store_ingest.c): from

@@ -216,12 +216,7 @@ static void *syncer_main(void *arg)
 	while (!s->stop) {
 		if (!s->kick) {
 			struct timespec t;
-			clock_gettime(CLOCK_REALTIME, &t);
-			t.tv_nsec += SYNC_EVERY_MS * 1000000L;
-			if (t.tv_nsec >= 1000000000L) {
-				t.tv_sec++;
-				t.tv_nsec -= 1000000000L;
-			}
+			store_deadline(&t, SYNC_EVERY_MS * 1000000ull);
 			pthread_cond_timedwait(&s->cond, &s->lock, &t);
 		}
 		s->kick = false;
