@@ -147,7 +147,7 @@ struct ppl_pool {
 	uint64_t log_ring_off, log_ring_size;
 	uint64_t log_head, log_tail;
 	uint64_t log_next_seq, log_tail_seq;
-	uint64_t log_pending;
+	uint64_t log_entries, log_tail_entries; /* data entries appended and released, counted from the open */
 	uint64_t log_appends, log_append_bytes, log_full, log_too_big, log_releases;
 };
 

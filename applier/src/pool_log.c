@@ -128,7 +128,8 @@ int pool_log_open(struct ppl_pool *p, struct ppl_pool_recovery *rec, char *err, 
 	}
 	uint64_t n, b;
 	walk(p, NULL, NULL, &p->log_head, &p->log_next_seq, &n, &b);
-	p->log_pending = n;
+	p->log_entries = n;
+	p->log_tail_entries = 0;
 	rec->log_pending = n;
 	rec->log_pending_bytes = b;
 	return 0;
@@ -195,7 +196,7 @@ enum ppl_pool_status ppl_pool_log_append(struct ppl_pool *p, uint64_t fileid, ui
 	} else {
 		p->log_next_seq++;
 		p->log_head += need;
-		p->log_pending++;
+		p->log_entries++;
 		p->log_appends++;
 		p->log_append_bytes += len;
 	}
@@ -208,6 +209,7 @@ void ppl_pool_log_mark(struct ppl_pool *p, struct ppl_pool_log_mark *m)
 	pthread_mutex_lock(&p->log_lock);
 	m->seq = p->log_next_seq;
 	m->head = p->log_head;
+	m->entries = p->log_entries;
 	pthread_mutex_unlock(&p->log_lock);
 }
 
@@ -225,18 +227,7 @@ int ppl_pool_log_release(struct ppl_pool *p, const struct ppl_pool_log_mark *m)
 	pm_persist(&p->pm, hdr_off(p) + 8, 8);
 	pm_store8(&p->pm, hdr_off(p), tail_word(m->seq, pos));
 	pm_persist(&p->pm, hdr_off(p), 8);
-	uint64_t released = 0;
-	/* entries between the old tail and the mark: WRAPs count no entry */
-	for (uint64_t at = p->log_tail, s = p->log_tail_seq; s < m->seq; s++) {
-		const struct pool_log_ent *h = (const void *)(p->pm.base + p->log_ring_off + at % p->log_ring_size);
-		if (h->kind == POOL_LOG_WRAP) {
-			at += p->log_ring_size - at % p->log_ring_size;
-		} else {
-			at += sizeof(*h) + log_align(h->len);
-			released++;
-		}
-	}
-	p->log_pending -= released;
+	p->log_tail_entries = m->entries;
 	p->log_tail = m->head;
 	p->log_tail_seq = m->seq;
 	p->log_releases++;
@@ -263,7 +254,7 @@ void ppl_pool_log_usage(struct ppl_pool *p, struct ppl_pool_log_usage *out)
 	pthread_mutex_lock(&p->log_lock);
 	out->area = p->log_ring_size;
 	out->used = p->log_head - p->log_tail;
-	out->pending = p->log_pending;
+	out->pending = p->log_entries - p->log_tail_entries;
 	out->appends = p->log_appends;
 	out->append_bytes = p->log_append_bytes;
 	out->full = p->log_full;

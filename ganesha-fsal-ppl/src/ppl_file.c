@@ -278,11 +278,9 @@ static void write2(struct fsal_obj_handle *obj, bool bypass, fsal_async_cb cb, s
 	if (ppl_handle_class(h) != PPL_FILE_OTHER) {
 		struct ppl_file f;
 		char name[NAME_MAX + 1];
-		size_t len = 0;
+		size_t len = iov_total(arg);
 		int err;
 
-		for (int i = 0; i < (int)arg->iov_count; i++)
-			len += arg->iov[i].iov_len;
 		ppl_file_of(h, &f, name, sizeof(name));
 		err = ppl_hook_write_begin(pexp->hooks, &f, arg->offset, arg->iov, arg->iov_count, len);
 		if (err) {

@@ -106,9 +106,6 @@ void ppl_hook_write_end(struct ppl_hooks *h, const struct ppl_file *f, uint64_t 
  * hooks): the engine keeps materialization of those pages out meanwhile. */
 void ppl_hook_read_begin(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, size_t len);
 void ppl_hook_read_end(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, size_t len);
-/* Taken before the sub-FSAL's COMMIT of a file, given to ppl_hook_commit
- * after it succeeded: a COMMIT of the log makes durable what was parsed
- * before it began (the log archive waits for that). */
 /* Log_On_Pmem: whether a WRITE of this file goes to the sub-FSAL without a
  * sync, to be made durable by ppl_hook_log_persist (true: answer it as
  * stable) after the sub-FSAL wrote it and before ppl_hook_write; false:
@@ -116,6 +113,9 @@ void ppl_hook_read_end(struct ppl_hooks *h, const struct ppl_file *f, uint64_t o
 bool ppl_hook_log_on_pmem(struct ppl_hooks *h, const struct ppl_file *f);
 bool ppl_hook_log_persist(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, const struct iovec *iov,
 			  int iovcnt, size_t len);
+/* Taken before the sub-FSAL's COMMIT of a file, given to ppl_hook_commit
+ * after it succeeded: a COMMIT of the log makes durable what was parsed
+ * before it began (the log archive waits for that). */
 uint64_t ppl_hook_commit_mark(struct ppl_hooks *h, const struct ppl_file *f);
 int ppl_hook_commit(struct ppl_hooks *h, const struct ppl_file *f, uint64_t offset, size_t len, uint64_t mark);
 /* read_ns: how long the sub-FSAL's read took (the READ latency figures) */

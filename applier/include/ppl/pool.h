@@ -319,7 +319,7 @@ enum ppl_pool_status ppl_pool_log_append(struct ppl_pool *p, uint64_t fileid, ui
  * durable, then release it: every entry appended before the mark is then
  * no longer needed. */
 struct ppl_pool_log_mark {
-	uint64_t seq, head;
+	uint64_t seq, head, entries;
 };
 void ppl_pool_log_mark(struct ppl_pool *p, struct ppl_pool_log_mark *m);
 int ppl_pool_log_release(struct ppl_pool *p, const struct ppl_pool_log_mark *m);
